@@ -1,0 +1,139 @@
+// Package hookwarden holds the types shared by the receiver, the store and the
+// workers. It imports nothing of the project's own, so every other package can
+// depend on it.
+//
+// The pipeline: the receiver verifies a provider's request and hands a Receipt
+// to a Recorder; the Recorder commits the receipt, the claim of the event id and
+// one Job per matching destination in one durable transaction; workers lease due
+// jobs from a Queue, deliver them and record each Attempt.
+package hookwarden
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Outcome is what recording a receipt did.
+type Outcome string
+
+const (
+	// Accepted: a new event id was claimed and its jobs created.
+	Accepted Outcome = "accepted"
+	// Duplicate: the event id was already claimed; the receipt is kept, no job.
+	Duplicate Outcome = "duplicate"
+	// Quarantined: authenticated, but no event id could be found.
+	Quarantined Outcome = "quarantined"
+)
+
+// Receipt is one authenticated request from a provider, as received.
+type Receipt struct {
+	Source     string
+	Header     http.Header // raw request headers (credentials redacted by the receiver)
+	Body       []byte      // raw body bytes, exactly as received
+	BodySHA256 [32]byte
+	RemoteAddr string
+	ReceivedAt time.Time
+	// Events are the events the request carries: one for most providers, one per
+	// element for batch providers (SendGrid), none when no event id was found.
+	Events []Event
+	// QuarantineReason says why no event id was found (when Events is empty).
+	QuarantineReason string
+}
+
+// Event is one provider event inside a receipt.
+type Event struct {
+	ID   string
+	Type string
+	// Body is the event's own bytes when it is one element of a batch; nil means
+	// the receipt's whole body is the event.
+	Body []byte
+	// BodySHA256 is the hash of the event's bytes (Body, or the receipt's body).
+	BodySHA256 [32]byte
+	// Destinations are the full names ("source/name") of the destinations whose
+	// filters match this event; one job is created for each when the id is new.
+	Destinations []string
+}
+
+// RecordResult is the answer of a Recorder.
+type RecordResult struct {
+	// Outcome of the request as a whole: Accepted if any event was new,
+	// Duplicate if all were claimed before, Quarantined if it carried none.
+	Outcome Outcome
+	// Events holds one result per Receipt.Events entry, in order.
+	Events []EventResult
+	// ReceiptID is the row of this receipt, for logs that tie it to attempts.
+	ReceiptID int64
+}
+
+// EventResult is what recording did with one event of a receipt.
+type EventResult struct {
+	Outcome Outcome // Accepted or Duplicate
+	// Divergent is set on a duplicate whose bytes differ from the first copy's.
+	Divergent bool
+	// Jobs is the number of delivery jobs created (Accepted only).
+	Jobs int
+}
+
+// ErrUnavailable wraps every reason a receipt could not be recorded durably
+// (disk full, I/O error, queue full, shutting down). The receiver answers 503.
+var ErrUnavailable = errors.New("store unavailable")
+
+// ErrNotFound is returned by lookups of events, jobs or sources that do not exist.
+var ErrNotFound = errors.New("not found")
+
+// JobState is the state of one delivery job.
+type JobState string
+
+const (
+	JobPending   JobState = "pending"
+	JobDelivered JobState = "delivered"
+	JobDead      JobState = "dead"
+)
+
+// Job is one event to be delivered to one destination, as leased by a worker.
+type Job struct {
+	ID          int64
+	Source      string
+	EventID     string
+	EventType   string
+	Destination string // "source/name"
+	Attempt     int    // number of this attempt, 1-based (counts every lease)
+	DeadCount   int    // how many times this job was dead-lettered before
+	ContentType string
+	Body        []byte
+	ReceivedAt  time.Time
+}
+
+// IdempotencyKey is the key sent with every attempt and replay of the job's event.
+func (j *Job) IdempotencyKey() string { return IdempotencyKey(j.Source, j.EventID) }
+
+// IdempotencyKey is "SOURCE:EVENT_ID", stable across attempts and replays.
+func IdempotencyKey(source, eventID string) string { return source + ":" + eventID }
+
+// Verdict says what an attempt means for its job.
+type Verdict string
+
+const (
+	// Delivered: the destination took the event.
+	Delivered Verdict = "delivered"
+	// Retry: a transient failure; try again at Attempt.RetryAt.
+	Retry Verdict = "retry"
+	// Dead: poison or attempts exhausted; dead-lettered.
+	Dead Verdict = "dead"
+)
+
+// Attempt is the record of one delivery attempt.
+type Attempt struct {
+	JobID      int64
+	Number     int
+	StartedAt  time.Time
+	Duration   time.Duration
+	StatusCode int // HTTP status, 0 if none
+	ExitCode   int // command exit code, -1 if none
+	Error      string
+	Response   []byte // capped response body or command output
+	Verdict    Verdict
+	// RetryAt is when the job is due again (Verdict == Retry).
+	RetryAt time.Time
+}

@@ -1,0 +1,265 @@
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// writeStmts are prepared once on the writer's single connection and reused
+// by every transaction (tx.StmtContext on the same connection re-binds them
+// without preparing again).
+type writeStmts struct {
+	claim, lookup, receipt, job, link *sql.Stmt
+	quarantineBump, quarantineNew     *sql.Stmt
+	lease, attempt                    *sql.Stmt
+	delivered, retry, dead            *sql.Stmt
+}
+
+func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&w.claim, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, event_id) DO NOTHING RETURNING id`},
+		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE source = ? AND event_id = ?`},
+		{&w.receipt, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`},
+		{&w.job, `INSERT INTO jobs (event_ref, destination, state, next_at, created_at) VALUES (?, ?, 'pending', ?, ?)`},
+		{&w.link, `INSERT INTO receipt_events (event_ref, receipt_id, kind) VALUES (?, ?, ?)`},
+		{&w.quarantineBump, `UPDATE quarantine SET count = count + 1, last_at = ? WHERE source = ? AND body_sha256 = ? RETURNING receipt_id`},
+		{&w.quarantineNew, `INSERT INTO quarantine (source, body_sha256, receipt_id, reason, first_at, last_at, count) VALUES (?, ?, ?, ?, ?, ?, 1)`},
+		{&w.lease, `UPDATE jobs SET attempts = attempts + 1, leased_until = ?, next_at = ?
+			WHERE id IN (SELECT id FROM jobs WHERE state = 'pending' AND destination = ? AND next_at <= ? ORDER BY next_at LIMIT ?)
+			RETURNING id, event_ref, attempts, dead_count`},
+		{&w.attempt, `INSERT INTO attempts (job_id, number, started_at, duration_us, status_code, exit_code, error, response, verdict)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.delivered, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL, finished_at = ? WHERE id = ? AND state = 'pending'`},
+		{&w.retry, `UPDATE jobs SET next_at = ?, leased_until = NULL, last_error = ? WHERE id = ? AND state = 'pending'`},
+		{&w.dead, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = ?, finished_at = ?, dead_count = dead_count + 1 WHERE id = ? AND state = 'pending'`},
+	} {
+		st, err := db.PrepareContext(ctx, p.sql)
+		if err != nil {
+			w.close()
+			return fmt.Errorf("prepare statement: %w", err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+func (w *writeStmts) close() {
+	for _, st := range []*sql.Stmt{w.claim, w.lookup, w.receipt, w.job, w.link, w.quarantineBump,
+		w.quarantineNew, w.lease, w.attempt, w.delivered, w.retry, w.dead} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// Record commits the receipt, the claims of its events and their jobs in one
+// durable transaction. It never blocks on a full queue: it fails with an error
+// wrapping hookwarden.ErrUnavailable, and the receiver answers 503.
+func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.RecordResult, error) {
+	headers := encodeHeaders(r.Header) // outside the writer: keep its work small
+	var res hookwarden.RecordResult
+	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		res = hookwarden.RecordResult{Events: make([]hookwarden.EventResult, len(r.Events))}
+		return s.recordTx(ctx, tx, r, headers, &res)
+	})
+	if err != nil {
+		return hookwarden.RecordResult{}, err
+	}
+	return res, nil
+}
+
+func (s *Store) recordTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers string, res *hookwarden.RecordResult) error {
+	at := fmtTime(r.ReceivedAt)
+	switch {
+	case len(r.Events) == 0:
+		return s.quarantineTx(ctx, tx, r, headers, at, res)
+	case len(r.Events) == 1 && r.Events[0].Body == nil:
+		return s.singleTx(ctx, tx, r, headers, at, res)
+	default:
+		return s.batchTx(ctx, tx, r, headers, at, res)
+	}
+}
+
+// claimTx inserts the claim. It returns the event's row and whether this call
+// claimed it; for a duplicate it also says whether the bytes differ.
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string) (ref int64, isNew, divergent bool, err error) {
+	err = tx.StmtContext(ctx, s.stmts.claim).QueryRowContext(ctx,
+		source, ev.ID, ev.Type, at, ev.BodySHA256[:], ev.Body).Scan(&ref)
+	if err == nil {
+		return ref, true, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, false, false, fmt.Errorf("claim event: %w", err)
+	}
+	var sum []byte
+	if err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, &sum); err != nil {
+		return 0, false, false, fmt.Errorf("look up claimed event: %w", err)
+	}
+	return ref, false, !bytes.Equal(sum, ev.BodySHA256[:]), nil
+}
+
+func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, ref int64, ev *hookwarden.Event, at string) (int, error) {
+	st := tx.StmtContext(ctx, s.stmts.job)
+	for _, d := range ev.Destinations {
+		if _, err := st.ExecContext(ctx, ref, d, at, at); err != nil {
+			return 0, fmt.Errorf("insert job: %w", err)
+		}
+	}
+	return len(ev.Destinations), nil
+}
+
+func (s *Store) insertReceipt(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, ref any, kind, headers, at string, body []byte, reason any) (int64, error) {
+	var id int64
+	err := tx.StmtContext(ctx, s.stmts.receipt).QueryRowContext(ctx,
+		r.Source, ref, kind, at, r.RemoteAddr, headers, body, r.BodySHA256[:], reason).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("insert receipt: %w", err)
+	}
+	return id, nil
+}
+
+func (s *Store) singleTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers, at string, res *hookwarden.RecordResult) error {
+	ev := &r.Events[0]
+	ref, isNew, divergent, err := s.claimTx(ctx, tx, r.Source, ev, at)
+	if err != nil {
+		return err
+	}
+	kind, body := "accepted", r.Body
+	switch {
+	case isNew:
+	case divergent:
+		kind = "divergent" // keep the differing body: worth a human's look
+	default:
+		kind, body = "duplicate", nil // byte-identical: the first receipt has it
+	}
+	if body == nil && kind != "duplicate" {
+		body = []byte{} // an empty body is stored as such, not as NULL (pruned)
+	}
+	if res.ReceiptID, err = s.insertReceipt(ctx, tx, r, ref, kind, headers, at, body, nil); err != nil {
+		return err
+	}
+	if !isNew {
+		res.Outcome = hookwarden.Duplicate
+		res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
+		return nil
+	}
+	n, err := s.jobsTx(ctx, tx, ref, ev, at)
+	if err != nil {
+		return err
+	}
+	res.Outcome = hookwarden.Accepted
+	res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: n}
+	return nil
+}
+
+func (s *Store) batchTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers, at string, res *hookwarden.RecordResult) error {
+	id, err := s.insertReceipt(ctx, tx, r, nil, "batch", headers, at, r.Body, nil)
+	if err != nil {
+		return err
+	}
+	res.ReceiptID = id
+	res.Outcome = hookwarden.Duplicate
+	link := tx.StmtContext(ctx, s.stmts.link)
+	for i := range r.Events {
+		ev := &r.Events[i]
+		ref, isNew, divergent, err := s.claimTx(ctx, tx, r.Source, ev, at)
+		if err != nil {
+			return err
+		}
+		kind := "accepted"
+		er := hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
+		if isNew {
+			if er.Jobs, err = s.jobsTx(ctx, tx, ref, ev, at); err != nil {
+				return err
+			}
+			er.Outcome = hookwarden.Accepted
+			res.Outcome = hookwarden.Accepted
+		} else if divergent {
+			kind = "divergent"
+		} else {
+			kind = "duplicate"
+		}
+		// A batch may repeat an id within itself; the first link wins.
+		if _, err := link.ExecContext(ctx, ref, id, kind); err != nil && !isConstraint(err) {
+			return fmt.Errorf("link receipt to event: %w", err)
+		}
+		res.Events[i] = er
+	}
+	return nil
+}
+
+func (s *Store) quarantineTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers, at string, res *hookwarden.RecordResult) error {
+	res.Outcome = hookwarden.Quarantined
+	// The same body again only bumps a counter, so a misconfigured sender
+	// cannot fill the disk with copies.
+	err := tx.StmtContext(ctx, s.stmts.quarantineBump).QueryRowContext(ctx, at, r.Source, r.BodySHA256[:]).Scan(&res.ReceiptID)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("count quarantined repeat: %w", err)
+	}
+	id, err := s.insertReceipt(ctx, tx, r, nil, "quarantined", headers, at, r.Body, r.QuarantineReason)
+	if err != nil {
+		return err
+	}
+	res.ReceiptID = id
+	if _, err := tx.StmtContext(ctx, s.stmts.quarantineNew).ExecContext(ctx,
+		r.Source, r.BodySHA256[:], id, r.QuarantineReason, at, at); err != nil {
+		return fmt.Errorf("insert quarantine: %w", err)
+	}
+	return nil
+}
+
+func isConstraint(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "constraint failed")
+}
+
+// encodeHeaders renders headers in HTTP wire format, sorted by name, one
+// "Name: value" per line: readable in the sqlite3 shell, parseable back.
+func encodeHeaders(h http.Header) string {
+	keys := make([]string, 0, len(h))
+	n := 0
+	for k, vs := range h {
+		keys = append(keys, k)
+		for _, v := range vs {
+			n += len(k) + len(v) + 3
+		}
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.Grow(n)
+	for _, k := range keys {
+		for _, v := range h[k] {
+			b.WriteString(k)
+			b.WriteString(": ")
+			b.WriteString(v)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// DecodeHeaders parses what encodeHeaders wrote.
+func DecodeHeaders(s string) http.Header {
+	h := http.Header{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			h[k] = append(h[k], v)
+		}
+	}
+	return h
+}

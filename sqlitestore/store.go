@@ -1,0 +1,404 @@
+// Package sqlitestore keeps Hookwarden's receipts, claims, outbox and attempt
+// log in one WAL-mode SQLite file.
+//
+// Guarantees:
+//   - Every write goes through one writer goroutine on one connection, in
+//     BEGIN IMMEDIATE transactions committed with synchronous=FULL. When a
+//     write method returns nil, its effect survives power loss.
+//   - Writes are group-committed: the writer takes every request waiting in
+//     its queue (up to MaxBatch) into one transaction, so throughput is not
+//     bound to one fsync per request. If a batch fails, each request in it is
+//     retried alone, so one bad request cannot fail its neighbours.
+//   - The queue in front of the writer is bounded; when it is full, Record
+//     fails at once with hookwarden.ErrUnavailable instead of growing memory.
+//   - Reads use a separate small pool of query_only connections.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Options configure a Store. The zero value of each field is a sane default.
+type Options struct {
+	// MaxBatch caps how many write requests share one transaction (default 256).
+	// Larger batches amortise the fsync; smaller ones cap the latency of a batch.
+	MaxBatch int
+	// QueueSize bounds the write requests waiting for the writer (default 4096).
+	// A full queue answers ErrUnavailable (503) rather than buffering without limit.
+	QueueSize int
+	// Readers caps the read-only connection pool (default 4).
+	Readers int
+	// Now is the clock (default time.Now); tests inject their own.
+	Now func() time.Time
+	// Logger receives internal errors (default slog.Default()).
+	Logger *slog.Logger
+	// OnCommit, if set, is called by the writer after each transaction with the
+	// number of requests in it, how long the commit took and its error.
+	OnCommit func(batch int, d time.Duration, err error)
+	// ReadOnly opens the file for reading only: no writer, no migrations. For
+	// offline forensics on a copy; the file is never modified.
+	ReadOnly bool
+}
+
+// Store is the SQLite store. It is safe for concurrent use.
+type Store struct {
+	path string
+	opts Options
+	now  func() time.Time
+	log  *slog.Logger
+
+	wdb *sql.DB // exactly one connection, owned by the writer goroutine
+	rdb *sql.DB // query_only readers
+
+	ops      chan *op
+	quit     chan struct{}
+	done     chan struct{} // closed when the writer goroutine has exited
+	closing  atomic.Bool
+	closeErr error
+	once     sync.Once
+
+	stmts writeStmts
+
+	healthMu  sync.Mutex
+	lastOK    time.Time
+	lastErr   error
+	lastErrAt time.Time
+}
+
+// An op is one write request: fn runs inside the writer's transaction and must
+// be safe to run again (the writer retries it alone if its batch fails).
+type op struct {
+	fn   func(ctx context.Context, tx *sql.Tx) error
+	done chan error
+}
+
+// dsn builds a modernc DSN. Pragmas go in the DSN so that every pooled
+// connection gets them, not just the one a db.Exec happened to use.
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Set("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Open opens (creating if needed) the database at path, migrates it forward
+// and starts the writer.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 4096
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = 4
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	s := &Store{path: abs, opts: opts, now: opts.Now, log: opts.Logger,
+		quit: make(chan struct{}), done: make(chan struct{})}
+
+	if opts.ReadOnly {
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+		if err := s.openReaders(ctx, true); err != nil {
+			return nil, err
+		}
+		if err := s.checkVersion(ctx); err != nil {
+			s.rdb.Close()
+			return nil, err
+		}
+		close(s.done)
+		s.closing.Store(true)
+		return s, nil
+	}
+
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("create database directory: %w", err)
+	}
+	s.wdb, err = sql.Open("sqlite", dsn(abs, false))
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetMaxIdleConns(1)
+	s.wdb.SetConnMaxLifetime(0)
+	s.wdb.SetConnMaxIdleTime(0)
+	if err := s.migrate(ctx); err != nil {
+		s.wdb.Close()
+		return nil, err
+	}
+	if err := s.stmts.prepare(ctx, s.wdb); err != nil {
+		s.wdb.Close()
+		return nil, err
+	}
+	if err := s.openReaders(ctx, false); err != nil {
+		s.wdb.Close()
+		return nil, err
+	}
+	s.ops = make(chan *op, opts.QueueSize)
+	s.lastOK = s.now()
+	go s.writer()
+	return s, nil
+}
+
+func (s *Store) openReaders(ctx context.Context, readOnlyFile bool) error {
+	d := dsn(s.path, true)
+	if readOnlyFile {
+		// mode=ro: never create or modify anything in a forensic copy.
+		d += "&mode=ro"
+	}
+	rdb, err := sql.Open("sqlite", d)
+	if err != nil {
+		return fmt.Errorf("open database readers: %w", err)
+	}
+	rdb.SetMaxOpenConns(s.opts.Readers)
+	rdb.SetMaxIdleConns(s.opts.Readers)
+	if err := rdb.PingContext(ctx); err != nil {
+		rdb.Close()
+		return fmt.Errorf("open database %s: %w", s.path, err)
+	}
+	s.rdb = rdb
+	return nil
+}
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// DB returns the read-only pool, for read queries of other packages' tests and
+// of forensic commands.
+func (s *Store) DB() *sql.DB { return s.rdb }
+
+// Close stops accepting writes, commits what is queued, and closes the file.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		if s.wdb != nil {
+			s.closing.Store(true)
+			close(s.quit)
+			<-s.done
+			s.stmts.close()
+			s.closeErr = errors.Join(s.closeErr, s.wdb.Close())
+		}
+		if s.rdb != nil {
+			s.closeErr = errors.Join(s.closeErr, s.rdb.Close())
+		}
+	})
+	return s.closeErr
+}
+
+// errClosed is returned for writes after Close has begun.
+var errClosed = fmt.Errorf("%w: shutting down", hookwarden.ErrUnavailable)
+
+// write queues fn for the writer and waits for its transaction to commit.
+// With wait=false a full queue fails at once (the receiver's backpressure);
+// otherwise it waits for room until ctx ends.
+func (s *Store) write(ctx context.Context, wait bool, fn func(context.Context, *sql.Tx) error) error {
+	if s.closing.Load() {
+		return errClosed
+	}
+	o := &op{fn: fn, done: make(chan error, 1)}
+	if wait {
+		select {
+		case s.ops <- o:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errClosed
+		}
+	} else {
+		select {
+		case s.ops <- o:
+		default:
+			return fmt.Errorf("%w: write queue full", hookwarden.ErrUnavailable)
+		}
+	}
+	// Once queued, the op will run even if ctx ends: wait for its result
+	// unless the caller gives up, which does not undo the commit.
+	select {
+	case err := <-o.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		// The writer drains the queue before it exits, so the result is ready.
+		select {
+		case err := <-o.done:
+			return err
+		default:
+			return errClosed
+		}
+	}
+}
+
+// writer is the only goroutine that writes. It exits after quit is closed and
+// the queue is drained.
+func (s *Store) writer() {
+	defer close(s.done)
+	batch := make([]*op, 0, s.opts.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case o := <-s.ops:
+			batch = append(batch, o)
+		case <-s.quit:
+			// Drain whatever was queued before Close, then stop.
+			for {
+				select {
+				case o := <-s.ops:
+					batch = append(batch, o)
+					if len(batch) == s.opts.MaxBatch {
+						s.commitBatch(batch)
+						batch = batch[:0]
+					}
+				default:
+					if len(batch) > 0 {
+						s.commitBatch(batch)
+					}
+					return
+				}
+			}
+		}
+		// Group commit: take everything already waiting, without waiting for more.
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case o := <-s.ops:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+func (s *Store) commitBatch(batch []*op) {
+	err := s.runTx(batch)
+	if err == nil {
+		for _, o := range batch {
+			o.done <- nil
+		}
+		return
+	}
+	if len(batch) == 1 {
+		batch[0].done <- err
+		return
+	}
+	// Isolate the failure: each op again in its own transaction.
+	for _, o := range batch {
+		o.done <- s.runTx([]*op{o})
+	}
+}
+
+// runTx runs ops in one IMMEDIATE transaction. Any failure, including of the
+// commit itself (SQLITE_FULL, SQLITE_IOERR), rolls back all of them.
+func (s *Store) runTx(ops []*op) (err error) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: panic in write: %v", hookwarden.ErrUnavailable, p)
+		}
+		s.noteCommit(len(ops), time.Since(start), err)
+	}()
+	// The transaction must not be cut short by a caller giving up: that would
+	// turn one impatient client into a failed batch for everyone.
+	ctx := context.Background()
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%w: begin: %w", hookwarden.ErrUnavailable, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	for _, o := range ops {
+		if err := o.fn(ctx, tx); err != nil {
+			return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%w: commit: %w", hookwarden.ErrUnavailable, err)
+	}
+	committed = true
+	return nil
+}
+
+func (s *Store) noteCommit(n int, d time.Duration, err error) {
+	s.healthMu.Lock()
+	if err != nil {
+		s.lastErr, s.lastErrAt = err, s.now()
+	} else {
+		s.lastOK = s.now()
+	}
+	s.healthMu.Unlock()
+	if err != nil {
+		s.log.Error("store write failed", "batch", n, "err", err)
+	}
+	if s.opts.OnCommit != nil {
+		s.opts.OnCommit(n, d, err)
+	}
+}
+
+// Healthy reports whether the last write succeeded. It is the store's half of
+// /readyz and of the systemd watchdog.
+func (s *Store) Healthy() error {
+	if s.wdb == nil {
+		return errors.New("store opened read-only")
+	}
+	select {
+	case <-s.done:
+		return errClosed
+	default:
+	}
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	if s.lastErr != nil && s.lastErrAt.After(s.lastOK) {
+		return fmt.Errorf("last write failed at %s: %w", s.lastErrAt.UTC().Format(time.RFC3339), s.lastErr)
+	}
+	return nil
+}
+
+// Ping proves the writer is alive and the file writable: it commits an empty
+// IMMEDIATE transaction through the writer queue.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.write(ctx, true, func(context.Context, *sql.Tx) error { return nil })
+}
+
+// timeFormat is fixed-width UTC so that text order is time order.
+const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+func fmtTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func parseTime(s string) (time.Time, error) { return time.Parse(timeFormat, s) }
