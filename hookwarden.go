@@ -137,3 +137,11 @@ type Attempt struct {
 	// RetryAt is when the job is due again (Verdict == Retry).
 	RetryAt time.Time
 }
+
+// OutboxStat is the state of one destination's outbox.
+type OutboxStat struct {
+	Destination      string
+	Pending          int
+	OldestPendingAge time.Duration
+	Dead             int
+}

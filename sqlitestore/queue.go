@@ -104,11 +104,11 @@ func (s *Store) Finish(ctx context.Context, a hookwarden.Attempt) error {
 		var err error
 		switch a.Verdict {
 		case hookwarden.Delivered:
-			_, err = tx.StmtContext(ctx, s.stmts.delivered).ExecContext(ctx, now, a.JobID)
+			_, err = tx.StmtContext(ctx, s.stmts.delivered).ExecContext(ctx, now, a.JobID, a.Number)
 		case hookwarden.Retry:
-			_, err = tx.StmtContext(ctx, s.stmts.retry).ExecContext(ctx, fmtTime(a.RetryAt), errText, a.JobID)
+			_, err = tx.StmtContext(ctx, s.stmts.retry).ExecContext(ctx, fmtTime(a.RetryAt), errText, a.JobID, a.Number)
 		case hookwarden.Dead:
-			_, err = tx.StmtContext(ctx, s.stmts.dead).ExecContext(ctx, errText, now, a.JobID)
+			_, err = tx.StmtContext(ctx, s.stmts.dead).ExecContext(ctx, errText, now, a.JobID, a.Number)
 		default:
 			return fmt.Errorf("finish job %d: unknown verdict %q", a.JobID, a.Verdict)
 		}
@@ -153,4 +153,55 @@ func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
 		return err
 	})
 	return n, err
+}
+
+// OutboxStats reads pending depth, oldest pending age and dead letters per
+// destination, one entry per name given (zeros included) plus any destination
+// no longer configured that still has jobs. The partial indexes on pending and
+// dead jobs keep this proportional to the outbox, not to the history.
+func (s *Store) OutboxStats(ctx context.Context, destinations []string) ([]hookwarden.OutboxStat, error) {
+	byName := make(map[string]*hookwarden.OutboxStat, len(destinations))
+	order := append([]string(nil), destinations...)
+	for _, d := range destinations {
+		byName[d] = &hookwarden.OutboxStat{Destination: d}
+	}
+	now := s.now()
+	rows, err := s.rdb.QueryContext(ctx, `
+SELECT destination, 'p', count(*), min(created_at) FROM jobs WHERE state = 'pending' GROUP BY destination
+UNION ALL
+SELECT destination, 'd', count(*), NULL FROM jobs WHERE state = 'dead' GROUP BY destination`)
+	if err != nil {
+		return nil, fmt.Errorf("outbox stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dest, kind string
+		var n int
+		var oldest sql.NullString
+		if err := rows.Scan(&dest, &kind, &n, &oldest); err != nil {
+			return nil, fmt.Errorf("outbox stats: %w", err)
+		}
+		st := byName[dest]
+		if st == nil {
+			st = &hookwarden.OutboxStat{Destination: dest}
+			byName[dest] = st
+			order = append(order, dest)
+		}
+		if kind == "p" {
+			st.Pending = n
+			if t, err := parseTime(oldest.String); err == nil {
+				st.OldestPendingAge = max(now.Sub(t), 0)
+			}
+		} else {
+			st.Dead = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox stats: %w", err)
+	}
+	out := make([]hookwarden.OutboxStat, len(order))
+	for i, d := range order {
+		out[i] = *byName[d]
+	}
+	return out, nil
 }

@@ -42,9 +42,14 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 			RETURNING id, event_ref, attempts, dead_count`},
 		{&w.attempt, `INSERT INTO attempts (job_id, number, started_at, duration_us, status_code, exit_code, error, response, verdict)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&w.delivered, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL, finished_at = ? WHERE id = ? AND state = 'pending'`},
-		{&w.retry, `UPDATE jobs SET next_at = ?, leased_until = NULL, last_error = ? WHERE id = ? AND state = 'pending'`},
-		{&w.dead, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = ?, finished_at = ?, dead_count = dead_count + 1 WHERE id = ? AND state = 'pending'`},
+		// The verdict applies only to the lease that made the attempt: a late
+		// finish of an attempt whose lease expired (and was leased again)
+		// is logged but must not overwrite the newer attempt's outcome.
+		{&w.delivered, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL, finished_at = ?
+			WHERE id = ? AND state = 'pending' AND attempts = ?`},
+		{&w.retry, `UPDATE jobs SET next_at = ?, leased_until = NULL, last_error = ? WHERE id = ? AND state = 'pending' AND attempts = ?`},
+		{&w.dead, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = ?, finished_at = ?, dead_count = dead_count + 1
+			WHERE id = ? AND state = 'pending' AND attempts = ?`},
 	} {
 		st, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {

@@ -263,6 +263,15 @@ func TestLeaseFinishCycle(t *testing.T) {
 	if len(jobs) != 1 || jobs[0].Attempt != 2 {
 		t.Fatalf("after lease expiry: %+v, want attempt 2", jobs)
 	}
+	// The first attempt finishes late, after its lease was taken over: its
+	// verdict must not overwrite the second lease's.
+	if err := s.Finish(ctx, hookwarden.Attempt{JobID: j.ID, Number: 1, StartedAt: now, StatusCode: 200,
+		ExitCode: -1, Verdict: hookwarden.Delivered}); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, s, `SELECT count(*) FROM jobs WHERE state = 'pending'`); got != 1 {
+		t.Fatal("a stale finish changed the job's state")
+	}
 	retryAt := now.Add(30 * time.Second)
 	if err := s.Finish(ctx, hookwarden.Attempt{JobID: j.ID, Number: 2, StartedAt: now, StatusCode: 503,
 		ExitCode: -1, Error: "HTTP 503", Verdict: hookwarden.Retry, RetryAt: retryAt}); err != nil {
@@ -286,8 +295,8 @@ func TestLeaseFinishCycle(t *testing.T) {
 	if got := count(t, s, `SELECT count(*) FROM jobs WHERE state='delivered' AND leased_until IS NULL`); got != 1 {
 		t.Errorf("delivered jobs: %d", got)
 	}
-	if got := count(t, s, `SELECT count(*) FROM attempts WHERE job_id=?`, j.ID); got != 2 {
-		t.Errorf("attempts logged: %d, want 2", got)
+	if got := count(t, s, `SELECT count(*) FROM attempts WHERE job_id=?`, j.ID); got != 3 {
+		t.Errorf("attempts logged: %d, want 3 (the stale one too)", got)
 	}
 	if _, ok, _ := s.NextDue(ctx, "standard/app"); ok {
 		t.Error("nothing should be due after delivery")

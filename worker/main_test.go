@@ -1,0 +1,240 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// memQueue is an in-memory Queue with the store's lease semantics: a job is
+// due when pending, past its due time and not under an unexpired lease.
+type memQueue struct {
+	mu       sync.Mutex
+	now      func() time.Time
+	jobs     []*memJob
+	attempts []hookwarden.Attempt
+	nextID   int64
+	maxAsked int // the largest max a Lease asked for
+
+	finished chan hookwarden.Attempt // every Finish, in order
+	idle     chan struct{}           // NextDue was called (non-blocking send)
+
+	// leaseFn, when set, replaces Lease (error injection, blocking).
+	leaseFn func(ctx context.Context) error
+}
+
+type memJob struct {
+	job        hookwarden.Job
+	state      hookwarden.JobState
+	due        time.Time
+	leaseUntil time.Time
+	leaseFor   time.Duration
+}
+
+var _ Queue = (*memQueue)(nil)
+
+func newMemQueue(now func() time.Time) *memQueue {
+	if now == nil {
+		now = time.Now
+	}
+	return &memQueue{
+		now:      now,
+		finished: make(chan hookwarden.Attempt, 1000),
+		idle:     make(chan struct{}, 100),
+	}
+}
+
+// add creates a pending job due now and returns its id.
+func (q *memQueue) add(dest, eventID string, body []byte) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.nextID++
+	source, _, _ := strings.Cut(dest, "/")
+	q.jobs = append(q.jobs, &memJob{
+		job: hookwarden.Job{
+			ID: q.nextID, Source: source, EventID: eventID, EventType: "test.event",
+			Destination: dest, ContentType: "application/json", Body: body,
+			ReceivedAt: q.now(),
+		},
+		state: hookwarden.JobPending,
+		due:   q.now(),
+	})
+	return q.nextID
+}
+
+func (q *memQueue) Lease(ctx context.Context, dest string, limit int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	if q.leaseFn != nil {
+		if err := q.leaseFn(ctx); err != nil {
+			return nil, err
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.maxAsked = max(q.maxAsked, limit)
+	now := q.now()
+	var out []hookwarden.Job
+	for _, j := range q.jobs {
+		if len(out) == limit {
+			break
+		}
+		if j.job.Destination != dest || j.state != hookwarden.JobPending ||
+			j.due.After(now) || j.leaseUntil.After(now) {
+			continue
+		}
+		j.job.Attempt++
+		j.leaseUntil = now.Add(leaseFor)
+		j.leaseFor = leaseFor
+		out = append(out, j.job)
+	}
+	return out, nil
+}
+
+func (q *memQueue) Finish(_ context.Context, a hookwarden.Attempt) error {
+	q.mu.Lock()
+	for _, j := range q.jobs {
+		if j.job.ID != a.JobID {
+			continue
+		}
+		j.leaseUntil = time.Time{}
+		switch a.Verdict {
+		case hookwarden.Delivered:
+			j.state = hookwarden.JobDelivered
+		case hookwarden.Dead:
+			j.state = hookwarden.JobDead
+		case hookwarden.Retry:
+			j.due = a.RetryAt
+		}
+	}
+	q.attempts = append(q.attempts, a)
+	q.mu.Unlock()
+	q.finished <- a
+	return nil
+}
+
+func (q *memQueue) NextDue(_ context.Context, dest string) (time.Time, bool, error) {
+	q.mu.Lock()
+	var t time.Time
+	ok := false
+	for _, j := range q.jobs {
+		if j.job.Destination != dest || j.state != hookwarden.JobPending {
+			continue
+		}
+		due := j.due
+		if j.leaseUntil.After(due) {
+			due = j.leaseUntil
+		}
+		if !ok || due.Before(t) {
+			t, ok = due, true
+		}
+	}
+	q.mu.Unlock()
+	select {
+	case q.idle <- struct{}{}:
+	default:
+	}
+	return t, ok, nil
+}
+
+func (q *memQueue) state(id int64) hookwarden.JobState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, j := range q.jobs {
+		if j.job.ID == id {
+			return j.state
+		}
+	}
+	return ""
+}
+
+// MustAttempt waits for the next recorded attempt.
+func (q *memQueue) MustAttempt(tb testing.TB) hookwarden.Attempt {
+	tb.Helper()
+	select {
+	case a := <-q.finished:
+		return a
+	case <-time.After(10 * time.Second):
+		tb.Fatal("no attempt recorded within 10s")
+		return hookwarden.Attempt{}
+	}
+}
+
+// MustFinal waits until the job reaches a final verdict and returns its
+// attempts in order. It does not consume q.finished.
+func (q *memQueue) MustFinal(tb testing.TB, id int64) []hookwarden.Attempt {
+	tb.Helper()
+	var got []hookwarden.Attempt
+	waitFor(tb, fmt.Sprintf("job %d to be delivered or dead", id), func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		got = got[:0]
+		for _, a := range q.attempts {
+			if a.JobID == id {
+				got = append(got, a)
+			}
+		}
+		return len(got) > 0 && got[len(got)-1].Verdict != hookwarden.Retry
+	})
+	return got
+}
+
+// MustRun starts p.Run and returns a stop function (also registered as
+// cleanup) that cancels it and waits for it to return.
+func MustRun(tb testing.TB, p *Pool) (stop func()) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					tb.Errorf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				tb.Fatal("Run did not return within 30s of cancel")
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	// Wait until it runs.
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Healthy() != nil && time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			tb.Fatalf("Run returned early: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return stop
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// deliverFunc adapts a function to a Deliverer.
+type deliverFunc func(ctx context.Context, job *hookwarden.Job) Result
+
+func (f deliverFunc) Deliver(ctx context.Context, job *hookwarden.Job) Result { return f(ctx, job) }

@@ -1,0 +1,443 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// ErrNotRunning is returned by Healthy when Run is not running, or draining.
+var ErrNotRunning = errors.New("worker pool not running")
+
+const (
+	// DefaultPollInterval: a job made due by another process (a replay from
+	// the CLI) is picked up within this.
+	DefaultPollInterval = time.Second
+	// DefaultDrainTimeout leaves room, under systemd's default 90s stop
+	// timeout, for the kill grace of commands, the last writes and closing
+	// the database.
+	DefaultDrainTimeout = 25 * time.Second
+	// DefaultLeaseMargin is added to the longest possible attempt to get the
+	// lease: it covers recording the attempt on a busy database and clock
+	// jitter. Too short: a slow attempt is leased twice (duplicate delivery);
+	// too long: a job held by a dead process waits longer after a restart.
+	DefaultLeaseMargin = 30 * time.Second
+
+	// queueOpTimeout bounds Lease and NextDue; finishTimeout bounds Finish,
+	// which runs even after shutdown began.
+	queueOpTimeout = 30 * time.Second
+	finishTimeout  = 10 * time.Second
+	// unhealthyStreak queue errors in a row make a destination unhealthy.
+	unhealthyStreak = 3
+	// minWait keeps a dispatcher from spinning when the store says a job is
+	// due but Lease disagrees (clock skew between them).
+	minWait = 10 * time.Millisecond
+)
+
+// Options tune a Pool. The zero value is usable.
+type Options struct {
+	Logger *slog.Logger // default: discard
+	// PollInterval is the longest a dispatcher waits without asking the store;
+	// default DefaultPollInterval.
+	PollInterval time.Duration
+	// DrainTimeout is how long in-flight attempts may go on after Run's
+	// context is cancelled before they are cancelled too and recorded as Retry
+	// due at once; default DefaultDrainTimeout, negative: cancel at once.
+	DrainTimeout time.Duration
+	// LeaseMargin is added to the longest possible attempt to get the lease;
+	// default DefaultLeaseMargin.
+	LeaseMargin time.Duration
+	// Now is the clock of attempt records and retry times; default time.Now.
+	// Durations and timers always use the real monotonic clock.
+	Now func() time.Time
+	// Rand returns the jitter in [0,1); default math/rand/v2.Float64. Called
+	// from many goroutines.
+	Rand func() float64
+	// OnAttempt observes every attempt after it was recorded (or failed to be),
+	// from the attempt's goroutine: keep it fast (metrics).
+	OnAttempt func(dest string, a hookwarden.Attempt)
+}
+
+// A Pool runs one dispatcher per destination. Create it with New, start it
+// with Run.
+type Pool struct {
+	q          Queue
+	opt        Options
+	log        *slog.Logger
+	dispatch   []*dispatcher
+	byName     map[string]*dispatcher
+	err        error // configuration error, returned by Run
+	started    atomic.Bool
+	running    atomic.Bool
+	opTimeout  time.Duration // queueOpTimeout; tests shorten it
+	wedgeAfter time.Duration
+}
+
+// dispatcher leases and runs the jobs of one destination.
+type dispatcher struct {
+	p        *Pool
+	dest     Destination
+	leaseFor time.Duration
+	wake     chan struct{} // Notify; capacity 1
+	freed    chan struct{} // an attempt ended; capacity Concurrency
+
+	mu        sync.Mutex
+	beat      time.Time // last loop turn, real clock
+	errStreak int       // queue errors in a row
+	lastErr   error
+	running   map[int64]time.Time // job id → start of its attempt, real clock
+}
+
+// maxDurationer is implemented by deliverers that know how long one attempt
+// can take at most, cleanup included (the Command's kill grace). The lease
+// covers it.
+type maxDurationer interface{ MaxDuration() time.Duration }
+
+// New returns a pool delivering to dests from q. Zero fields of each
+// Destination take the package defaults. A configuration error (duplicate
+// name, no deliverer) is returned by Run.
+func New(q Queue, dests []Destination, opt Options) *Pool {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.PollInterval <= 0 {
+		opt.PollInterval = DefaultPollInterval
+	}
+	if opt.DrainTimeout == 0 {
+		opt.DrainTimeout = DefaultDrainTimeout
+	}
+	if opt.LeaseMargin <= 0 {
+		opt.LeaseMargin = DefaultLeaseMargin
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Rand == nil {
+		opt.Rand = rand.Float64
+	}
+	p := &Pool{
+		q:         q,
+		opt:       opt,
+		log:       opt.Logger,
+		byName:    make(map[string]*dispatcher, len(dests)),
+		opTimeout: queueOpTimeout,
+	}
+	if q == nil {
+		p.err = errors.New("worker: nil queue")
+	}
+	for _, d := range dests {
+		switch {
+		case d.Name == "":
+			p.err = errors.Join(p.err, errors.New("worker: destination without a name"))
+			continue
+		case p.byName[d.Name] != nil:
+			p.err = errors.Join(p.err, fmt.Errorf("worker: destination %q listed twice", d.Name))
+			continue
+		case d.Deliverer == nil:
+			p.err = errors.Join(p.err, fmt.Errorf("worker: destination %q has no deliverer", d.Name))
+		}
+		d.Concurrency = max(d.Concurrency, 1)
+		if d.MaxAttempts <= 0 {
+			d.MaxAttempts = DefaultMaxAttempts
+		}
+		d.Backoff = d.Backoff.withDefaults()
+		longest := d.Timeout
+		if md, ok := d.Deliverer.(maxDurationer); ok {
+			longest = max(longest, md.MaxDuration())
+			if d.Timeout <= 0 { // the deliverer enforces its own timeout
+				d.Timeout = md.MaxDuration()
+			}
+		}
+		if d.Timeout <= 0 {
+			d.Timeout = DefaultTimeout
+		}
+		longest = max(longest, d.Timeout)
+		disp := &dispatcher{
+			p:        p,
+			dest:     d,
+			leaseFor: longest + opt.LeaseMargin,
+			wake:     make(chan struct{}, 1),
+			freed:    make(chan struct{}, d.Concurrency),
+			running:  map[int64]time.Time{},
+		}
+		p.dispatch = append(p.dispatch, disp)
+		p.byName[d.Name] = disp
+	}
+	p.wedgeAfter = p.opTimeout + 3*opt.PollInterval
+	return p
+}
+
+// LeaseFor returns the lease duration used for the named destination (0 if
+// unknown): the longest attempt plus Options.LeaseMargin.
+func (p *Pool) LeaseFor(destination string) time.Duration {
+	if d := p.byName[destination]; d != nil {
+		return d.leaseFor
+	}
+	return 0
+}
+
+// Run delivers until ctx is cancelled, then stops leasing, lets in-flight
+// attempts finish for up to Options.DrainTimeout, cancels the rest (recorded
+// as Retry due at once), and returns nil. It returns an error at once if the
+// configuration passed to New is invalid or Run was already called.
+func (p *Pool) Run(ctx context.Context) error {
+	if p.err != nil {
+		return p.err
+	}
+	if !p.started.CompareAndSwap(false, true) {
+		return errors.New("worker: pool already run")
+	}
+	// Attempts outlive ctx by up to the drain timeout: they run under hard.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+
+	var wg sync.WaitGroup
+	for _, d := range p.dispatch {
+		d.heartbeat()
+		wg.Go(func() { d.run(ctx, hard, &wg) })
+	}
+	p.running.Store(true)
+	p.log.Info("workers started", "destinations", len(p.dispatch))
+
+	<-ctx.Done()
+	p.running.Store(false)
+	p.log.Info("workers draining", "timeout", p.opt.DrainTimeout)
+	idle := make(chan struct{})
+	go func() { wg.Wait(); close(idle) }() // ends before Run returns: Run waits for idle
+	if p.opt.DrainTimeout > 0 {
+		t := time.NewTimer(p.opt.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-idle:
+			p.log.Info("workers stopped")
+			return nil
+		case <-t.C:
+		}
+	}
+	p.log.Warn("drain timeout: cancelling in-flight attempts")
+	cancelHard()
+	<-idle
+	p.log.Info("workers stopped")
+	return nil
+}
+
+// Notify wakes the dispatchers of the named destinations, or all of them if
+// none is named. It never blocks; unknown names are ignored. The receiver
+// calls it after committing new jobs.
+func (p *Pool) Notify(destinations ...string) {
+	if len(destinations) == 0 {
+		for _, d := range p.dispatch {
+			d.notify()
+		}
+		return
+	}
+	for _, name := range destinations {
+		if d := p.byName[name]; d != nil {
+			d.notify()
+		}
+	}
+}
+
+// Healthy returns nil while Run is running, every dispatcher is turning, no
+// attempt has outlived its lease and no destination has had unhealthyStreak
+// queue errors in a row. Use it for /readyz and the systemd watchdog.
+func (p *Pool) Healthy() error {
+	if !p.running.Load() {
+		return ErrNotRunning
+	}
+	now := time.Now()
+	var errs []error
+	for _, d := range p.dispatch {
+		d.mu.Lock()
+		if age := now.Sub(d.beat); age > p.wedgeAfter {
+			errs = append(errs, fmt.Errorf("worker %s: wedged, no progress for %s", d.dest.Name, age.Round(time.Second)))
+		}
+		for id, start := range d.running {
+			// Past its lease, the job may be leased again: the deliverer (or
+			// Finish) ignores its context.
+			if age := now.Sub(start); age > d.leaseFor {
+				errs = append(errs, fmt.Errorf("worker %s: attempt of job %d stuck for %s, beyond its lease of %s",
+					d.dest.Name, id, age.Round(time.Millisecond), d.leaseFor))
+			}
+		}
+		if d.errStreak >= unhealthyStreak {
+			errs = append(errs, fmt.Errorf("worker %s: %d queue errors in a row: %w", d.dest.Name, d.errStreak, d.lastErr))
+		}
+		d.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (d *dispatcher) notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+func (d *dispatcher) heartbeat() {
+	d.mu.Lock()
+	d.beat = time.Now()
+	d.mu.Unlock()
+}
+
+// queueResult tracks consecutive queue errors for Healthy.
+func (d *dispatcher) queueResult(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil {
+		d.errStreak, d.lastErr = 0, nil
+		return
+	}
+	d.errStreak++
+	d.lastErr = err
+}
+
+// run is the dispatcher loop: lease exactly the free slots, start one
+// attempt per job, then wait for a wake-up, a freed slot, the next due time
+// or the poll interval. Attempts run under hard and are added to wg.
+func (d *dispatcher) run(ctx, hard context.Context, wg *sync.WaitGroup) {
+	p := d.p
+	log := p.log.With("destination", d.dest.Name)
+	inflight := 0
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		d.heartbeat()
+		wait := p.opt.PollInterval
+		if free := d.dest.Concurrency - inflight; free > 0 {
+			jobs, err := d.lease(ctx, free)
+			for _, job := range jobs {
+				inflight++
+				wg.Go(func() {
+					d.attempt(hard, job, log)
+					d.freed <- struct{}{} // never blocks: capacity Concurrency
+				})
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			switch {
+			case err != nil:
+				log.Error("lease failed", "err", err)
+			case len(jobs) == free:
+				continue // all slots busy now: wait below only for a freed one
+			default:
+				wait = d.untilNextDue(ctx, log)
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.freed:
+			inflight--
+		case <-d.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+func (d *dispatcher) lease(ctx context.Context, free int) ([]hookwarden.Job, error) {
+	lctx, cancel := context.WithTimeout(ctx, d.p.opTimeout)
+	defer cancel()
+	jobs, err := d.p.q.Lease(lctx, d.dest.Name, free, d.leaseFor)
+	switch {
+	case err == nil:
+		d.queueResult(nil)
+	case ctx.Err() == nil: // not merely shutting down
+		d.queueResult(fmt.Errorf("lease: %w", err))
+	}
+	if len(jobs) > free { // a store bug must not break the concurrency limit
+		d.p.log.Error("lease returned more jobs than asked", "destination", d.dest.Name,
+			"asked", free, "got", len(jobs))
+		jobs = jobs[:free] // the others come back when their lease expires
+	}
+	return jobs, err
+}
+
+// untilNextDue is how long to wait before leasing again when the last lease
+// found fewer due jobs than free slots.
+func (d *dispatcher) untilNextDue(ctx context.Context, log *slog.Logger) time.Duration {
+	poll := d.p.opt.PollInterval
+	nctx, cancel := context.WithTimeout(ctx, d.p.opTimeout)
+	defer cancel()
+	t, ok, err := d.p.q.NextDue(nctx, d.dest.Name)
+	if err != nil {
+		if ctx.Err() == nil { // not merely shutting down
+			d.queueResult(fmt.Errorf("next due: %w", err))
+			log.Error("next due failed", "err", err)
+		}
+		return poll
+	}
+	if !ok {
+		return poll
+	}
+	return min(max(t.Sub(d.p.opt.Now()), minWait), poll)
+}
+
+// attempt runs one delivery attempt of a leased job and records it.
+func (d *dispatcher) attempt(hard context.Context, job hookwarden.Job, log *slog.Logger) {
+	p := d.p
+	started := p.opt.Now()
+	t0 := time.Now()
+	d.mu.Lock()
+	d.running[job.ID] = t0
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.running, job.ID)
+		d.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(hard, d.dest.Timeout)
+	res := deliverSafely(ctx, d.dest.Deliverer, &job, log)
+	cancel()
+	dur := time.Since(t0)
+	aborted := hard.Err() != nil
+	a := judge(res, &job, &d.dest, started, dur, p.opt.Now(), p.opt.Rand(), aborted)
+
+	// The attempt is recorded even when shutdown has begun.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(hard), finishTimeout)
+	err := p.q.Finish(fctx, a)
+	fcancel()
+	if err != nil {
+		err = fmt.Errorf("finish: %w", err)
+	}
+	d.queueResult(err)
+	if err != nil {
+		// The lease expires and the job is due again: at-least-once holds.
+		log.Error("recording attempt failed; job will be retried when its lease expires",
+			"job", job.ID, "attempt", a.Number, "verdict", a.Verdict, "err", err)
+	}
+
+	attrs := []any{"job", job.ID, "source", job.Source, "event_id", job.EventID, "attempt", a.Number,
+		"verdict", a.Verdict, "duration", a.Duration}
+	if a.StatusCode != 0 {
+		attrs = append(attrs, "status", a.StatusCode)
+	}
+	if a.ExitCode != -1 {
+		attrs = append(attrs, "exit_code", a.ExitCode)
+	}
+	switch a.Verdict {
+	case hookwarden.Delivered:
+		log.Info("delivered", attrs...)
+	case hookwarden.Retry:
+		log.Warn("delivery failed, will retry", append(attrs, "retry_at", a.RetryAt, "err", a.Error)...)
+	default:
+		log.Error("delivery dead-lettered", append(attrs, "err", a.Error)...)
+	}
+	if p.opt.OnAttempt != nil {
+		p.opt.OnAttempt(d.dest.Name, a)
+	}
+}
