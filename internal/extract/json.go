@@ -1,0 +1,223 @@
+package extract
+
+import (
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+)
+
+// The scanner below walks a JSON document that json.Valid has accepted, so it
+// can skip values by counting brackets instead of building them. It still
+// bounds-checks every index: on a surprise it reports "not found", never panics.
+
+func validJSON(b []byte) bool { return json.Valid(b) }
+
+// jsonValue returns the value at path in a valid JSON document, by the rules
+// of the package doc.
+func jsonValue(doc []byte, path []string) (string, bool) {
+	v := trimSpace(doc)
+	for _, key := range path {
+		if len(v) == 0 || v[0] != '{' {
+			return "", false
+		}
+		if v = member(v, key); v == nil {
+			return "", false
+		}
+	}
+	if len(v) == 0 {
+		return "", false
+	}
+	switch c := v[0]; {
+	case c == '"':
+		s, ok := unquote(v)
+		return s, ok && s != ""
+	case c == '-' || ('0' <= c && c <= '9'):
+		return string(v), true
+	}
+	return "", false // object, array, null, true, false
+}
+
+// member returns the raw value of the last member named key of the object
+// that starts obj (last wins, as with encoding/json), or nil.
+func member(obj []byte, key string) []byte {
+	var found []byte
+	i := skipSpace(obj, 1)
+	if i < len(obj) && obj[i] == '}' {
+		return nil
+	}
+	for i < len(obj) {
+		kEnd := stringEnd(obj, i)
+		if kEnd < 0 {
+			return nil
+		}
+		rawKey := obj[i:kEnd]
+		i = skipSpace(obj, kEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return nil
+		}
+		i = skipSpace(obj, i+1)
+		vEnd := valueEnd(obj, i)
+		if vEnd < 0 {
+			return nil
+		}
+		if keyEquals(rawKey, key) {
+			found = obj[i:vEnd]
+		}
+		i = skipSpace(obj, vEnd)
+		if i >= len(obj) {
+			return nil
+		}
+		if obj[i] == '}' {
+			return found
+		}
+		if obj[i] != ',' {
+			return nil
+		}
+		i = skipSpace(obj, i+1)
+	}
+	return nil
+}
+
+// keyEquals compares a quoted JSON key with key, unescaping only when the raw
+// bytes could differ from the decoded ones (escapes or invalid UTF-8, which
+// encoding/json replaces with U+FFFD).
+func keyEquals(raw []byte, key string) bool {
+	if len(raw) >= 2 && isSimple(raw[1:len(raw)-1]) {
+		return string(raw[1:len(raw)-1]) == key // no allocation
+	}
+	s, ok := unquote(raw)
+	return ok && s == key
+}
+
+// unquote decodes a quoted JSON string exactly as encoding/json does.
+func unquote(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if isSimple(inner) {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// isSimple: no escapes and valid UTF-8, so the raw bytes are the value.
+func isSimple(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+func trimSpace(b []byte) []byte {
+	i, j := 0, len(b)
+	for i < j && isSpace(b[i]) {
+		i++
+	}
+	for j > i && isSpace(b[j-1]) {
+		j--
+	}
+	return b[i:j]
+}
+
+// stringEnd returns the index just past the string starting at b[i], or -1.
+func stringEnd(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++ // skip the escaped byte; \uXXXX digits are plain bytes
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// valueEnd returns the index just past the value starting at b[i], or -1.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				e := stringEnd(b, j)
+				if e < 0 {
+					return -1
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && !isSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+// SplitJSONArray returns the raw bytes of each element of a JSON array body
+// (SendGrid posts a batch of events as one array), without decoding them.
+func SplitJSONArray(body []byte) ([][]byte, error) {
+	if !validJSON(body) {
+		return nil, errors.New("extract: body is not valid JSON")
+	}
+	b := trimSpace(body)
+	if len(b) == 0 || b[0] != '[' {
+		return nil, errors.New("extract: body is not a JSON array")
+	}
+	out := [][]byte{}
+	i := skipSpace(b, 1)
+	if i < len(b) && b[i] == ']' {
+		return out, nil
+	}
+	for i < len(b) {
+		end := valueEnd(b, i)
+		if end < 0 {
+			break
+		}
+		out = append(out, b[i:end])
+		i = skipSpace(b, end)
+		if i < len(b) && b[i] == ']' {
+			return out, nil
+		}
+		if i >= len(b) || b[i] != ',' {
+			break
+		}
+		i = skipSpace(b, i+1)
+	}
+	return nil, errors.New("extract: body is not a JSON array") // unreachable for valid JSON
+}
