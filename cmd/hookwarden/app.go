@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hookwarden/hookwarden/internal/admin"
+	"github.com/hookwarden/hookwarden/internal/config"
+	"github.com/hookwarden/hookwarden/internal/extract"
+	"github.com/hookwarden/hookwarden/internal/metrics"
+	"github.com/hookwarden/hookwarden/internal/signature"
+	"github.com/hookwarden/hookwarden/receiver"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+	"github.com/hookwarden/hookwarden/worker"
+)
+
+// heartbeatEvery is how often a running serve records that it is alive; an
+// outage window is known to within this.
+const heartbeatEvery = 2 * time.Second
+
+// App is a running `hookwarden serve`: store, receiver, workers and admin
+// server. Start and Stop are separate so tests can boot it on :0.
+type App struct {
+	cfg *config.Config
+	log *slog.Logger
+
+	Store    *sqlitestore.Store
+	Metrics  *metrics.Metrics
+	Receiver *receiver.Receiver
+	Pool     *worker.Pool
+
+	hookSrv, adminSrv *http.Server
+	hookLn, adminLn   net.Listener
+	runID             int64
+	closers           []func() error
+
+	stopPool context.CancelFunc
+	poolDone chan struct{}
+	stopBG   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// NewApp prepares an App for a validated configuration.
+func NewApp(cfg *config.Config, log *slog.Logger) *App {
+	return &App{cfg: cfg, log: log}
+}
+
+// Start opens the database, binds both listeners and starts every goroutine.
+// When it returns nil the receiver is accepting.
+func (a *App) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			a.closeAll()
+		}
+	}()
+	dests := destinationNames(a.cfg)
+	a.Metrics = metrics.New(a.log)
+	a.Store, err = sqlitestore.Open(ctx, a.cfg.Database.Path, sqlitestore.Options{
+		Logger:   a.log,
+		OnCommit: a.Metrics.Commit,
+	})
+	if err != nil {
+		return err
+	}
+	a.Metrics.RegisterOutbox(a.Store, dests)
+	for _, s := range a.cfg.Sources {
+		a.Metrics.InitSource(s.Name)
+		a.Metrics.SetRetentionMargin(s.Name, a.cfg.Retention.Claims.D()-s.RetryHorizon.D()-s.RedriveWindow.D())
+	}
+	for _, d := range dests {
+		a.Metrics.InitDestination(d)
+	}
+	if n, err := a.Store.ReleaseLeases(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		a.log.Info("jobs in flight at the last stop are due again", "jobs", n)
+	}
+	if a.runID, err = a.Store.StartRun(ctx, versionString()); err != nil {
+		return err
+	}
+
+	sources, wdests, closers, err := buildPipeline(a.cfg)
+	a.closers = closers
+	if err != nil {
+		return err
+	}
+	a.Pool = worker.New(a.Store, wdests, worker.Options{Logger: a.log, OnAttempt: a.Metrics.Attempt})
+	a.Receiver = receiver.New(sources, receiver.Options{
+		Recorder:     a.Store,
+		MaxBodyBytes: a.cfg.Limits.MaxBodyBytes,
+		Notify:       func(d []string) { a.Pool.Notify(d...) },
+		Observer:     a.Metrics,
+		Logger:       a.log,
+	})
+
+	token := ""
+	if a.cfg.Admin.Token != "" {
+		if token, err = a.cfg.Admin.Token.Resolve(); err != nil {
+			return err
+		}
+	}
+	adm := admin.New(admin.Options{
+		Token:   token,
+		Ready:   a.ready,
+		Metrics: promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}),
+		Logger:  a.log,
+	})
+
+	if a.hookLn, err = net.Listen("tcp", a.cfg.Listen); err != nil {
+		return fmt.Errorf("receiver listen: %w", err)
+	}
+	if a.adminLn, err = net.Listen("tcp", a.cfg.Admin.Listen); err != nil {
+		return fmt.Errorf("admin listen: %w", err)
+	}
+	a.hookSrv = receiver.NewServer(a.cfg.Listen, a.Receiver)
+	a.adminSrv = admin.NewServer(a.cfg.Admin.Listen, adm)
+
+	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopPool = stopPool
+	a.poolDone = make(chan struct{})
+	go func() {
+		defer close(a.poolDone)
+		if err := a.Pool.Run(poolCtx); err != nil {
+			a.log.Error("workers stopped", "err", err)
+		}
+	}()
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopBG = stopBG
+	a.serve(a.hookSrv, a.hookLn, "receiver")
+	a.serve(a.adminSrv, a.adminLn, "admin")
+	a.wg.Add(1)
+	go a.heartbeat(bg)
+	a.log.Info("hookwarden serving", "receiver", a.hookLn.Addr().String(), "admin", a.adminLn.Addr().String(),
+		"database", a.Store.Path(), "sources", len(sources), "destinations", len(wdests), "version", versionString())
+	return nil
+}
+
+func (a *App) serve(srv *http.Server, ln net.Listener, name string) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("listener failed", "server", name, "err", err)
+		}
+	}()
+}
+
+// heartbeat records liveness so `gaps` can find outage windows.
+func (a *App) heartbeat(ctx context.Context) {
+	defer a.wg.Done()
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.Store.Heartbeat(ctx, a.runID); err != nil && ctx.Err() == nil {
+				a.log.Warn("heartbeat not recorded", "err", err)
+			}
+		}
+	}
+}
+
+// ready is /readyz: the last write succeeded and the workers are turning.
+func (a *App) ready(context.Context) error {
+	if err := a.Store.Healthy(); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	if err := a.Pool.Healthy(); err != nil {
+		return fmt.Errorf("workers: %w", err)
+	}
+	return nil
+}
+
+// HookAddr and AdminAddr are the bound addresses (useful with :0).
+func (a *App) HookAddr() string  { return a.hookLn.Addr().String() }
+func (a *App) AdminAddr() string { return a.adminLn.Addr().String() }
+
+// Stop shuts down in order: refuse new webhooks (503) and finish the ones in
+// flight, let running deliveries finish (up to the pool's drain timeout),
+// record the clean stop, close the database. ctx bounds the HTTP part.
+func (a *App) Stop(ctx context.Context) error {
+	a.Receiver.Drain()
+	var errs []error
+	if err := a.hookSrv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("receiver shutdown: %w", err))
+	}
+	a.stopPool()
+	<-a.poolDone
+	a.stopBG()
+	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := a.Store.StopRun(final, a.runID); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.adminSrv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("admin shutdown: %w", err))
+	}
+	a.wg.Wait()
+	a.closeAll()
+	return errors.Join(errs...)
+}
+
+func (a *App) closeAll() {
+	for _, c := range a.closers {
+		_ = c()
+	}
+	if a.hookLn != nil && a.hookSrv == nil {
+		a.hookLn.Close()
+	}
+	if a.adminLn != nil && a.adminSrv == nil {
+		a.adminLn.Close()
+	}
+	if a.Store != nil {
+		if err := a.Store.Close(); err != nil {
+			a.log.Error("close database", "err", err)
+		}
+	}
+}
+
+func destinationNames(cfg *config.Config) []string {
+	var names []string
+	for _, s := range cfg.Sources {
+		for _, d := range s.Destinations {
+			names = append(names, d.FullName(s.Name))
+		}
+	}
+	return names
+}
+
+// buildPipeline turns the configuration into receiver sources and worker
+// destinations. It is also the validation of a reloaded configuration: it
+// fails on anything that cannot run.
+func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination, []func() error, error) {
+	var sources []receiver.Source
+	var dests []worker.Destination
+	var closers []func() error
+	for i, s := range cfg.Sources {
+		path := fmt.Sprintf("sources[%d]", i)
+		params, err := s.SignatureParams()
+		if err != nil {
+			return nil, nil, closers, fmt.Errorf("%s.secrets: %w", path, err)
+		}
+		v, err := signature.New(params)
+		if err != nil {
+			return nil, nil, closers, fmt.Errorf("%s: %w", path, err)
+		}
+		idx, err := extract.Parse(s.EventID)
+		if err != nil {
+			return nil, nil, closers, fmt.Errorf("%s.event_id: %w", path, err)
+		}
+		typ, err := extract.Parse(s.EventType)
+		if err != nil {
+			return nil, nil, closers, fmt.Errorf("%s.event_type: %w", path, err)
+		}
+		preset, _ := signature.PresetFor(s.Scheme)
+		rs := receiver.Source{Name: s.Name, Scheme: s.Scheme, Verifier: v,
+			EventID: idx, EventType: typ, Batch: preset.Batch}
+		for j, d := range s.Destinations {
+			full := d.FullName(s.Name)
+			rs.Destinations = append(rs.Destinations, receiver.Destination{FullName: full, Match: d.MatchType})
+			dp := fmt.Sprintf("%s.destinations[%d]", path, j)
+			var del worker.Deliverer
+			if d.URL != "" {
+				secret := ""
+				if d.SigningSecret != "" {
+					if secret, err = d.SigningSecret.Resolve(); err != nil {
+						return nil, nil, closers, fmt.Errorf("%s.signing_secret: %w", dp, err)
+					}
+				}
+				h, err := worker.NewHTTP(worker.HTTPConfig{URL: d.URL, Timeout: d.Timeout.D(), SigningSecret: secret,
+					UserAgent: "hookwarden/" + versionString()})
+				if err != nil {
+					return nil, nil, closers, fmt.Errorf("%s: %w", dp, err)
+				}
+				closers = append(closers, h.Close)
+				del = h
+			} else {
+				c, err := worker.NewCommand(worker.CommandConfig{Argv: d.Command, Env: d.Env, Workdir: d.Workdir, Timeout: d.Timeout.D()})
+				if err != nil {
+					return nil, nil, closers, fmt.Errorf("%s: %w", dp, err)
+				}
+				del = c
+			}
+			dests = append(dests, worker.Destination{Name: full, Deliverer: del, Concurrency: d.Concurrency,
+				MaxAttempts: d.MaxAttempts, Timeout: d.Timeout.D(),
+				Backoff: worker.Backoff{Initial: d.Backoff.Initial.D(), Max: d.Backoff.Max.D()}})
+		}
+		sources = append(sources, rs)
+	}
+	return sources, dests, closers, nil
+}

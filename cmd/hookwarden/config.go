@@ -1,0 +1,173 @@
+package main
+
+// This is the only file that knows viper: it finds the file, reads YAML,
+// applies HOOKWARDEN_* environment overrides and decodes into config.Config.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hookwarden/hookwarden/internal/config"
+)
+
+// configSearch is where a config file is looked for when --config is not given.
+var configSearch = []string{"./config.yaml", "/etc/hookwarden/config.yaml"}
+
+// findConfig resolves the config path: --config, $HOOKWARDEN_CONFIG, then the
+// search list.
+func findConfig(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if env := os.Getenv("HOOKWARDEN_CONFIG"); env != "" {
+		return env, nil
+	}
+	for _, p := range configSearch {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", usageErrorf("no configuration file: pass --config PATH, set HOOKWARDEN_CONFIG, or create %s "+
+		"(start from config.example.yaml; `make run` uses a built-in demo)", strings.Join(configSearch, " or "))
+}
+
+// loadConfigFile reads and validates the file at path.
+func loadConfigFile(path string) (*config.Config, []config.Problem, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, usageErrorf("read configuration: %v", err)
+	}
+	return loadConfig(b, path)
+}
+
+// loadConfig decodes YAML, applies environment overrides and defaults, and
+// returns every problem found (warnings included). err is set only when the
+// document cannot be read at all; callers decide what problems mean.
+func loadConfig(doc []byte, name string) (*config.Config, []config.Problem, error) {
+	var raw map[string]any
+	if err := yaml.Unmarshal(doc, &raw); err != nil {
+		return nil, nil, usageErrorf("%s: not valid YAML: %v", name, err)
+	}
+	problems := config.UnknownKeys(raw)
+
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(doc)); err != nil {
+		return nil, nil, usageErrorf("%s: %v", name, err)
+	}
+	v.SetEnvPrefix("HOOKWARDEN")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	// viper only sees environment variables for keys it was told about.
+	for _, key := range scalarKeys(reflect.TypeOf(config.Config{}), "") {
+		_ = v.BindEnv(key)
+	}
+
+	var cfg config.Config
+	err := v.Unmarshal(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		durationHook, mapstructure.TextUnmarshallerHookFunc(), mapstructure.StringToSliceHookFunc(","))))
+	if err != nil {
+		// mapstructure decodes every field it can: keep validating the rest
+		// so one run of check reports every problem.
+		problems = append(problems, decodeProblems(err)...)
+	}
+	restoreEnvCase(&cfg, raw)
+	cfg.ApplyDefaults()
+	problems = append(problems, cfg.Validate()...)
+	return &cfg, problems, nil
+}
+
+// durationHook refuses bare numbers for durations: "timeout: 10" would
+// otherwise silently mean 10 nanoseconds.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(config.Duration(0)) {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.String:
+		return data, nil
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64, reflect.Float32, reflect.Uint, reflect.Uint64:
+		return nil, fmt.Errorf("duration %v has no unit: write e.g. %vs, %vm or %vd", data, data, data, data)
+	}
+	return data, nil
+}
+
+// decodeProblems turns mapstructure's joined errors into problems with paths.
+func decodeProblems(err error) []config.Problem {
+	var ps []config.Problem
+	var de *mapstructure.DecodeError
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		if errors.As(e, &de) {
+			ps = append(ps, config.Problem{Path: de.Name(), Message: de.Unwrap().Error()})
+			return
+		}
+		ps = append(ps, config.Problem{Path: "(document)", Message: e.Error()})
+	}
+	walk(err)
+	return ps
+}
+
+// scalarKeys lists the dotted paths of every non-list key, for env binding.
+// Keys inside lists (sources, destinations) cannot be overridden this way;
+// use env: or file: secret references there.
+func scalarKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("mapstructure")
+		if tag == "" {
+			continue
+		}
+		p := prefix + tag
+		switch f.Type.Kind() {
+		case reflect.Struct:
+			keys = append(keys, scalarKeys(f.Type, p+".")...)
+		case reflect.Slice, reflect.Map:
+		default:
+			keys = append(keys, p)
+		}
+	}
+	return keys
+}
+
+// restoreEnvCase puts back the case of destination env names, which viper
+// folds to lower case ("PATH" must stay "PATH").
+func restoreEnvCase(cfg *config.Config, raw map[string]any) {
+	srcs, _ := raw["sources"].([]any)
+	for i := range cfg.Sources {
+		if i >= len(srcs) {
+			return
+		}
+		s, _ := srcs[i].(map[string]any)
+		dests, _ := s["destinations"].([]any)
+		for j := range cfg.Sources[i].Destinations {
+			if j >= len(dests) {
+				break
+			}
+			d, _ := dests[j].(map[string]any)
+			env, ok := d["env"].(map[string]any)
+			if !ok {
+				continue
+			}
+			m := make(map[string]string, len(env))
+			for k, v := range env {
+				m[k] = fmt.Sprint(v)
+			}
+			cfg.Sources[i].Destinations[j].Env = m
+		}
+	}
+}

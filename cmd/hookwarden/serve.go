@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookwarden/hookwarden/internal/config"
+)
+
+func init() { commands = append(commands, newServeCmd) }
+
+// stopTimeout bounds the HTTP part of a graceful stop; the workers' own drain
+// timeout comes after it, inside systemd's default 90 s.
+const stopTimeout = 20 * time.Second
+
+func newServeCmd(g *globals) *cobra.Command {
+	var demo bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the receiver, the delivery workers and the admin server until SIGTERM/SIGINT",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			var cfg *config.Config
+			var err error
+			var sink *demoSink
+			if demo {
+				if cfg, sink, err = startDemo(ctx, g); err != nil {
+					return err
+				}
+				defer sink.Close()
+			} else if cfg, err = g.config(); err != nil {
+				return err
+			}
+			log := newLogger(cfg.Log, g.stderr)
+			app := NewApp(cfg, log)
+			if err := app.Start(ctx); err != nil {
+				return err
+			}
+			if demo {
+				printDemoBanner(g.stdout, app, sink)
+			}
+			<-ctx.Done()
+			log.Info("stopping: refusing new webhooks, draining deliveries")
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+			defer cancel()
+			if err := app.Stop(stopCtx); err != nil {
+				return fmt.Errorf("stop: %w", err)
+			}
+			log.Info("stopped cleanly")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&demo, "demo", false, "serve a built-in demo configuration (what `make run` does)")
+	return cmd
+}
+
+// config loads, validates and returns the configuration, applying --db.
+// Warnings are logged to stderr; errors make it a usage error (exit 2).
+func (g *globals) config() (*config.Config, error) {
+	path, err := findConfig(g.configPath)
+	if err != nil {
+		return nil, err
+	}
+	cfg, problems, err := loadConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if errs := config.Errors(problems); len(errs) > 0 || cfg == nil {
+		return nil, &usageError{&config.ValidationError{Problems: problems}}
+	}
+	for _, p := range problems {
+		fmt.Fprintln(g.stderr, "hookwarden:", p)
+	}
+	if g.dbPath != "" {
+		cfg.Database.Path = g.dbPath
+	}
+	return cfg, nil
+}
+
+// newLogger logs JSON under systemd or when not on a terminal, text otherwise.
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	format := c.Format
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && isTerminal(f) && os.Getenv("JOURNAL_STREAM") == "" {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,444 @@
+// Package config is Hookwarden's typed configuration: the shape of the YAML
+// file (SPEC section 3), its defaults, its validation, and the parsing of
+// durations with days and of secret references. Loading the file (viper,
+// environment overrides) happens in cmd/hookwarden; nothing else here knows
+// about viper.
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hookwarden/hookwarden/internal/signature"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	// Listen is the provider-facing receiver address (default 127.0.0.1:8080).
+	Listen    string    `mapstructure:"listen"`
+	Admin     Admin     `mapstructure:"admin"`
+	Database  Database  `mapstructure:"database"`
+	Limits    Limits    `mapstructure:"limits"`
+	Retention Retention `mapstructure:"retention"`
+	Log       Log       `mapstructure:"log"`
+	Sources   []Source  `mapstructure:"sources"`
+}
+
+// Admin is the operator-facing listener: health, metrics, API, dashboard.
+type Admin struct {
+	Listen string `mapstructure:"listen"` // default 127.0.0.1:8081
+	// Token guards everything but /healthz and /readyz; required when Listen
+	// is not a loopback address.
+	Token Secret `mapstructure:"token"`
+}
+
+// Database locates the SQLite file.
+type Database struct {
+	Path string `mapstructure:"path"` // default ./data/hookwarden.db
+}
+
+// Limits bound what one request may cost.
+type Limits struct {
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"` // default 1 MiB
+}
+
+// Retention says how long data is kept.
+type Retention struct {
+	// Payloads: raw bodies of finished events (default 30d).
+	Payloads Duration `mapstructure:"payloads"`
+	// Claims: event ids, the dedup memory (default 90d). Must outlast every
+	// source's retry_horizon + redrive_window.
+	Claims Duration `mapstructure:"claims"`
+}
+
+// Log configures structured logging.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug|info|warn|error (default info)
+	Format string `mapstructure:"format"` // text|json (default: json when not a terminal)
+}
+
+// Source is one provider endpoint, served at POST /hooks/{name}.
+type Source struct {
+	Name          string        `mapstructure:"name"`
+	Scheme        string        `mapstructure:"scheme"`
+	Secrets       []Secret      `mapstructure:"secrets"`
+	Tolerance     Duration      `mapstructure:"tolerance"`
+	EventID       string        `mapstructure:"event_id"`
+	EventType     string        `mapstructure:"event_type"`
+	RetryHorizon  Duration      `mapstructure:"retry_horizon"`
+	RedriveWindow Duration      `mapstructure:"redrive_window"`
+	ExpectWithin  Duration      `mapstructure:"expect_within"`
+	HMAC          HMAC          `mapstructure:"hmac"`
+	PublicURL     string        `mapstructure:"public_url"`     // twilio: the URL the provider calls
+	AllowUnsigned bool          `mapstructure:"allow_unsigned"` // required for scheme none
+	Destinations  []Destination `mapstructure:"destinations"`
+}
+
+// HMAC configures the generic hmac scheme.
+type HMAC struct {
+	Algorithm       string `mapstructure:"algorithm"`
+	Header          string `mapstructure:"header"`
+	Encoding        string `mapstructure:"encoding"`
+	Prefix          string `mapstructure:"prefix"`
+	TimestampHeader string `mapstructure:"timestamp_header"`
+	Signed          string `mapstructure:"signed"`
+}
+
+// Destination is where a source's events are delivered: an HTTP URL or a command.
+type Destination struct {
+	Name          string            `mapstructure:"name"`
+	URL           string            `mapstructure:"url"`
+	Command       []string          `mapstructure:"command"`
+	Env           map[string]string `mapstructure:"env"`
+	Workdir       string            `mapstructure:"workdir"`
+	Timeout       Duration          `mapstructure:"timeout"`
+	SigningSecret Secret            `mapstructure:"signing_secret"`
+	MaxAttempts   int               `mapstructure:"max_attempts"`
+	Backoff       Backoff           `mapstructure:"backoff"`
+	Concurrency   int               `mapstructure:"concurrency"`
+	Types         []string          `mapstructure:"types"`
+}
+
+// Backoff bounds the retry delays of a destination.
+type Backoff struct {
+	Initial Duration `mapstructure:"initial"`
+	Max     Duration `mapstructure:"max"`
+}
+
+// FullName is "source/name", the destination's label in metrics and the database.
+func (d Destination) FullName(source string) string { return source + "/" + d.Name }
+
+// Default values, written once so docs and code agree.
+const (
+	DefaultListen       = "127.0.0.1:8080"
+	DefaultAdminListen  = "127.0.0.1:8081"
+	DefaultDatabasePath = "./data/hookwarden.db"
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultPayloads     = 30 * Day
+	DefaultClaims       = 90 * Day
+	DefaultTolerance    = 5 * time.Minute
+	DefaultRedrive      = 30 * Day
+	DefaultMaxAttempts  = 12
+	DefaultHTTPTimeout  = 10 * time.Second
+	DefaultCmdTimeout   = 60 * time.Second
+	DefaultBackoffInit  = time.Second
+	DefaultBackoffMax   = time.Hour
+	DefaultHTTPConc     = 4
+	DefaultCmdConc      = 1 // deploy scripts must never run twice at once
+)
+
+// ApplyDefaults fills every unset field: global defaults, then the source's
+// provider preset (event id, type, retry horizon, tolerance), then the
+// destination defaults.
+func (c *Config) ApplyDefaults() {
+	setStr(&c.Listen, DefaultListen)
+	setStr(&c.Admin.Listen, DefaultAdminListen)
+	setStr(&c.Database.Path, DefaultDatabasePath)
+	if c.Limits.MaxBodyBytes == 0 {
+		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	setDur(&c.Retention.Payloads, DefaultPayloads)
+	setDur(&c.Retention.Claims, DefaultClaims)
+	setStr(&c.Log.Level, "info")
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		if p, ok := signature.PresetFor(s.Scheme); ok && s.Scheme != "hmac" && s.Scheme != "none" {
+			setStr(&s.EventID, p.EventID)
+			setStr(&s.EventType, p.EventType)
+			// A preset's zero horizon is meaningful (GitHub never retries):
+			// every outage may lose events, and gaps says so.
+			setDur(&s.RetryHorizon, p.RetryHorizon)
+			setDur(&s.Tolerance, p.Tolerance)
+		} else if ok {
+			// Generic senders: their own id/type conventions, and a retry
+			// horizon we cannot know; 3 days is the common promise.
+			setStr(&s.EventID, p.EventID)
+			setStr(&s.EventType, p.EventType)
+			setDur(&s.RetryHorizon, 3*Day)
+		}
+		setStr(&s.EventID, "json:id")
+		setStr(&s.EventType, "json:type")
+		setDur(&s.Tolerance, DefaultTolerance)
+		setDur(&s.RedriveWindow, DefaultRedrive)
+		for j := range s.Destinations {
+			d := &s.Destinations[j]
+			if d.MaxAttempts == 0 {
+				d.MaxAttempts = DefaultMaxAttempts
+			}
+			setDur(&d.Backoff.Initial, DefaultBackoffInit)
+			setDur(&d.Backoff.Max, DefaultBackoffMax)
+			if len(d.Command) > 0 {
+				setDur(&d.Timeout, DefaultCmdTimeout)
+				if d.Concurrency == 0 {
+					d.Concurrency = DefaultCmdConc
+				}
+			} else {
+				setDur(&d.Timeout, DefaultHTTPTimeout)
+				if d.Concurrency == 0 {
+					d.Concurrency = DefaultHTTPConc
+				}
+			}
+		}
+	}
+}
+
+func setStr(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setDur(p *Duration, v time.Duration) {
+	if *p == 0 {
+		*p = Duration(v)
+	}
+}
+
+// Problem is one thing wrong with a configuration, at a key path such as
+// "sources[0].destinations[1].url".
+type Problem struct {
+	Path    string
+	Message string
+	Warning bool // reported by check, but does not stop serve
+}
+
+func (p Problem) String() string {
+	kind := "error"
+	if p.Warning {
+		kind = "warning"
+	}
+	return fmt.Sprintf("%s: %s: %s", kind, p.Path, p.Message)
+}
+
+// ValidationError carries every problem found, not just the first.
+type ValidationError struct{ Problems []Problem }
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid configuration:")
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Validate checks a configuration after ApplyDefaults. It returns every
+// problem, warnings included; serve refuses to start on any non-warning.
+// Secrets are resolved to check that they exist, and their values never
+// appear in a problem.
+func (c *Config) Validate() []Problem {
+	var ps []Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	warn := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...), Warning: true})
+	}
+	checkAddr := func(path, addr string) {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			add(path, "%q is not host:port", addr)
+		}
+	}
+	checkAddr("listen", c.Listen)
+	checkAddr("admin.listen", c.Admin.Listen)
+	if c.Admin.Token == "" && !isLoopback(c.Admin.Listen) {
+		add("admin.token", "required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+	}
+	if c.Admin.Token != "" {
+		if _, err := c.Admin.Token.Resolve(); err != nil {
+			add("admin.token", "%v", err)
+		}
+	}
+	if c.Limits.MaxBodyBytes < 0 {
+		add("limits.max_body_bytes", "must be positive")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "", "text", "json":
+	default:
+		add("log.format", "%q: want text or json", c.Log.Format)
+	}
+	if len(c.Sources) == 0 {
+		add("sources", "at least one source is needed")
+	}
+	seen := map[string]bool{}
+	for i := range c.Sources {
+		c.validateSource(i, seen, add, warn)
+	}
+	return ps
+}
+
+// Errors filters out warnings.
+func Errors(ps []Problem) []Problem {
+	var out []Problem
+	for _, p := range ps {
+		if !p.Warning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(string, string, ...any)) {
+	s := &c.Sources[i]
+	p := fmt.Sprintf("sources[%d]", i)
+	if !nameRE.MatchString(s.Name) {
+		add(p+".name", "%q: want lower-case letters, digits, - and _ (it is the URL path /hooks/NAME)", s.Name)
+	} else if seen[s.Name] {
+		add(p+".name", "%q is used by another source", s.Name)
+	}
+	seen[s.Name] = true
+
+	known := false
+	for _, k := range signature.Schemes() {
+		known = known || k == s.Scheme
+	}
+	switch {
+	case s.Scheme == "":
+		add(p+".scheme", "required: one of %s", strings.Join(signature.Schemes(), ", "))
+	case !known:
+		add(p+".scheme", "unknown scheme %q: want one of %s", s.Scheme, strings.Join(signature.Schemes(), ", "))
+	case s.Scheme == "none":
+		if !s.AllowUnsigned {
+			add(p+".scheme", "scheme none accepts unsigned requests from anyone; set allow_unsigned: true to mean it")
+		} else {
+			warn(p+".scheme", "scheme none: requests are not authenticated")
+		}
+	default:
+		if len(s.Secrets) == 0 {
+			add(p+".secrets", "at least one secret is needed for scheme %s", s.Scheme)
+		}
+		if params, err := s.SignatureParams(); err != nil {
+			add(p, "%v", err)
+		} else if _, err := signature.New(params); err != nil {
+			add(p, "%v", err)
+		}
+	}
+	for j, sec := range s.Secrets {
+		if _, err := sec.Resolve(); err != nil {
+			add(fmt.Sprintf("%s.secrets[%d]", p, j), "%v", err)
+		}
+	}
+	if s.Scheme == "twilio" && s.PublicURL == "" {
+		add(p+".public_url", "required for scheme twilio: the exact URL Twilio calls, which it signs")
+	}
+	if need := s.RetryHorizon.D() + s.RedriveWindow.D(); c.Retention.Claims.D() < need {
+		add("retention.claims", "%s is shorter than source %q's retry_horizon + redrive_window (%s): "+
+			"a late retry or redrive would be taken for a new event and delivered twice",
+			c.Retention.Claims, s.Name, Duration(need))
+	}
+	if len(s.Destinations) == 0 {
+		warn(p+".destinations", "no destinations: events are recorded but delivered nowhere")
+	}
+	dseen := map[string]bool{}
+	for j, d := range s.Destinations {
+		dp := fmt.Sprintf("%s.destinations[%d]", p, j)
+		if !nameRE.MatchString(d.Name) {
+			add(dp+".name", "%q: want lower-case letters, digits, - and _", d.Name)
+		} else if dseen[d.Name] {
+			add(dp+".name", "%q is used by another destination of this source", d.Name)
+		}
+		dseen[d.Name] = true
+		switch {
+		case d.URL == "" && len(d.Command) == 0:
+			add(dp, "needs url or command")
+		case d.URL != "" && len(d.Command) > 0:
+			add(dp, "has both url and command; choose one")
+		case d.URL != "":
+			if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				add(dp+".url", "%q is not an http(s) URL", d.URL)
+			}
+		case d.Command[0] == "":
+			add(dp+".command", "the program (first element) is empty")
+		}
+		if d.SigningSecret != "" {
+			if _, err := d.SigningSecret.Resolve(); err != nil {
+				add(dp+".signing_secret", "%v", err)
+			}
+		}
+		if d.MaxAttempts < 1 {
+			add(dp+".max_attempts", "must be at least 1")
+		}
+		if d.Concurrency < 1 {
+			add(dp+".concurrency", "must be at least 1")
+		}
+		if d.Timeout.D() <= 0 {
+			add(dp+".timeout", "must be positive")
+		}
+		if d.Backoff.Initial.D() <= 0 || d.Backoff.Max.D() < d.Backoff.Initial.D() {
+			add(dp+".backoff", "want 0 < initial <= max")
+		}
+		for k, t := range d.Types {
+			if strings.TrimSpace(t) == "" {
+				add(fmt.Sprintf("%s.types[%d]", dp, k), "empty type pattern")
+			}
+		}
+	}
+}
+
+// SignatureParams resolves the source's secrets into verifier parameters.
+func (s *Source) SignatureParams() (signature.Params, error) {
+	secrets := make([]string, 0, len(s.Secrets))
+	for _, sec := range s.Secrets {
+		v, err := sec.Resolve()
+		if err != nil {
+			return signature.Params{}, err
+		}
+		secrets = append(secrets, v)
+	}
+	return signature.Params{
+		Scheme:    s.Scheme,
+		Secrets:   secrets,
+		Tolerance: s.Tolerance.D(),
+		PublicURL: s.PublicURL,
+		HMAC: signature.HMACParams{
+			Algorithm:       s.HMAC.Algorithm,
+			Header:          s.HMAC.Header,
+			Encoding:        s.HMAC.Encoding,
+			Prefix:          s.HMAC.Prefix,
+			TimestampHeader: s.HMAC.TimestampHeader,
+			Signed:          s.HMAC.Signed,
+		},
+	}, nil
+}
+
+// MatchType reports whether an event type passes a destination's filter.
+// Patterns are exact, or end in "*" to match a prefix ("invoice.*").
+func (d Destination) MatchType(eventType string) bool {
+	if len(d.Types) == 0 {
+		return true
+	}
+	for _, t := range d.Types {
+		if p, ok := strings.CutSuffix(t, "*"); ok {
+			if strings.HasPrefix(eventType, p) {
+				return true
+			}
+		} else if t == eventType {
+			return true
+		}
+	}
+	return false
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,218 @@
+// Package metrics defines Hookwarden's Prometheus metrics (SPEC section 7) on
+// a registry the program owns, so tests can read it and nothing is global.
+//
+// Label cardinality is bounded: sources and destinations come from the
+// configuration; event types are provider-chosen, so past MaxTypes distinct
+// values per source they fold into "other".
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// MaxTypes caps the distinct event-type label values per source.
+const MaxTypes = 50
+
+// OutboxReader reads the outbox gauges with cheap indexed queries, one entry
+// per destination named (zeros included, so gauges never go absent).
+type OutboxReader interface {
+	OutboxStats(ctx context.Context, destinations []string) ([]hookwarden.OutboxStat, error)
+}
+
+// Metrics holds every collector. Its methods implement receiver.Observer and
+// the worker's attempt hook.
+type Metrics struct {
+	Registry *prometheus.Registry
+	log      *slog.Logger
+
+	requests      *prometheus.CounterVec
+	duplicates    *prometheus.CounterVec
+	divergent     *prometheus.CounterVec
+	unauthorized  *prometheus.CounterVec
+	ack           *prometheus.HistogramVec
+	lastAccepted  *prometheus.GaugeVec
+	deliveries    *prometheus.CounterVec
+	deliveryTime  *prometheus.HistogramVec
+	commitTime    prometheus.Histogram
+	batchSize     prometheus.Histogram
+	commitErrors  prometheus.Counter
+	retentionMarg *prometheus.GaugeVec
+
+	typesMu sync.Mutex
+	types   map[string]map[string]bool // source -> seen types
+}
+
+// New builds the metrics on a fresh registry, with the Go and process
+// collectors.
+func New(log *slog.Logger) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{Registry: reg, log: log, types: map[string]map[string]bool{}}
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	const ns = "hookwarden"
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
+		Help: "Requests to /hooks/{source} by outcome."}, []string{"source", "outcome"})
+	m.duplicates = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "duplicates_total",
+		Help: "Events whose id was already claimed, by source and event type."}, []string{"source", "type"})
+	m.divergent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "divergent_duplicates_total",
+		Help: "Duplicates whose body differs from the first copy's (worth a human's look)."}, []string{"source"})
+	m.unauthorized = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "unauthorized_total",
+		Help: "Requests refused at the door, by reason (missing, malformed, mismatch, stale, replayed)."}, []string{"source", "reason"})
+	m.ack = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "ack_duration_seconds",
+		Help:    "Time from request start to answer, durable commit included.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"source"})
+	m.lastAccepted = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "last_accepted_timestamp_seconds",
+		Help: "Unix time of the last accepted event per source (alert on absence)."}, []string{"source"})
+	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "deliveries_total",
+		Help: "Delivery attempts by destination and outcome (delivered, retry, dead)."}, []string{"destination", "outcome"})
+	m.deliveryTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "delivery_duration_seconds",
+		Help:    "Duration of delivery attempts.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"destination"})
+	m.commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "store_commit_duration_seconds",
+		Help:    "Duration of store write transactions (group commits).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}})
+	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "store_batch_size",
+		Help:    "Write requests per store transaction.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}})
+	m.commitErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "store_commit_errors_total",
+		Help: "Store transactions that failed (disk full, I/O error)."})
+	m.retentionMarg = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "retention_margin_seconds",
+		Help: "Claims retention minus (retry_horizon + redrive_window); negative means duplicates can slip through."}, []string{"source"})
+	for _, c := range []prometheus.Collector{m.requests, m.duplicates, m.divergent, m.unauthorized, m.ack, m.lastAccepted,
+		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	return m
+}
+
+// RegisterOutbox adds the outbox gauges, read from r at scrape time for the
+// named destinations.
+func (m *Metrics) RegisterOutbox(r OutboxReader, destinations []string) {
+	m.Registry.MustRegister(&outboxCollector{r: r, dests: destinations, log: m.log})
+}
+
+// Request implements receiver.Observer.
+func (m *Metrics) Request(source, outcome string, d time.Duration) {
+	m.requests.WithLabelValues(source, outcome).Inc()
+	if source != "" {
+		m.ack.WithLabelValues(source).Observe(d.Seconds())
+	}
+}
+
+// Event implements receiver.Observer.
+func (m *Metrics) Event(source, eventType string, outcome hookwarden.Outcome, divergent bool) {
+	switch outcome {
+	case hookwarden.Accepted:
+		m.lastAccepted.WithLabelValues(source).SetToCurrentTime()
+	case hookwarden.Duplicate:
+		m.duplicates.WithLabelValues(source, m.typeLabel(source, eventType)).Inc()
+		if divergent {
+			m.divergent.WithLabelValues(source).Inc()
+		}
+	}
+}
+
+// Unauthorized implements receiver.Observer.
+func (m *Metrics) Unauthorized(source, reason string) {
+	m.unauthorized.WithLabelValues(source, reason).Inc()
+}
+
+// Attempt records one delivery attempt (the worker's OnAttempt hook).
+func (m *Metrics) Attempt(destination string, a hookwarden.Attempt) {
+	m.deliveries.WithLabelValues(destination, string(a.Verdict)).Inc()
+	m.deliveryTime.WithLabelValues(destination).Observe(a.Duration.Seconds())
+}
+
+// Commit records one store transaction (the store's OnCommit hook).
+func (m *Metrics) Commit(batch int, d time.Duration, err error) {
+	m.commitTime.Observe(d.Seconds())
+	m.batchSize.Observe(float64(batch))
+	if err != nil {
+		m.commitErrors.Inc()
+	}
+}
+
+// SetRetentionMargin publishes a source's claims retention margin.
+func (m *Metrics) SetRetentionMargin(source string, margin time.Duration) {
+	m.retentionMarg.WithLabelValues(source).Set(margin.Seconds())
+}
+
+// InitSource creates a source's series at zero so that alerts on absence and
+// rates work from the first scrape.
+func (m *Metrics) InitSource(source string) {
+	for _, o := range []string{"accepted", "duplicate", "quarantined", "unauthorized", "too_large", "unavailable"} {
+		m.requests.WithLabelValues(source, o)
+	}
+}
+
+// InitDestination creates a destination's series at zero.
+func (m *Metrics) InitDestination(dest string) {
+	for _, o := range []string{"delivered", "retry", "dead"} {
+		m.deliveries.WithLabelValues(dest, o)
+	}
+}
+
+func (m *Metrics) typeLabel(source, t string) string {
+	if t == "" {
+		return "none"
+	}
+	m.typesMu.Lock()
+	defer m.typesMu.Unlock()
+	seen := m.types[source]
+	if seen == nil {
+		seen = map[string]bool{}
+		m.types[source] = seen
+	}
+	if seen[t] {
+		return t
+	}
+	if len(seen) >= MaxTypes {
+		return "other"
+	}
+	seen[t] = true
+	return t
+}
+
+// outboxCollector reads the outbox gauges at scrape time.
+type outboxCollector struct {
+	r     OutboxReader
+	dests []string
+	log   *slog.Logger
+}
+
+var (
+	pendingDesc = prometheus.NewDesc("hookwarden_outbox_pending", "Jobs waiting for delivery (retries included).", []string{"destination"}, nil)
+	oldestDesc  = prometheus.NewDesc("hookwarden_outbox_oldest_pending_age_seconds", "Age of the oldest pending job.", []string{"destination"}, nil)
+	deadDesc    = prometheus.NewDesc("hookwarden_dead_letters", "Dead-lettered jobs awaiting a human.", []string{"destination"}, nil)
+)
+
+func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- oldestDesc
+	ch <- deadDesc
+}
+
+func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stats, err := c.r.OutboxStats(ctx, c.dests)
+	if err != nil {
+		if c.log != nil {
+			c.log.Error("read outbox metrics", "err", err)
+		}
+		return
+	}
+	for _, s := range stats {
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.Pending), s.Destination)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, s.OldestPendingAge.Seconds(), s.Destination)
+		ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(s.Dead), s.Destination)
+	}
+}

@@ -1,0 +1,356 @@
+// Package receiver is the provider-facing HTTP side: POST /hooks/{source}.
+//
+// Guarantees: the body is read once, capped, and verified as raw bytes before
+// anything parses it; a 200 is written only after the Recorder has committed
+// the receipt, the claim and the jobs; anything that cannot be recorded is
+// answered 503 with Retry-After so the provider tries again; nothing on this
+// path touches the network.
+package receiver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/extract"
+	"github.com/hookwarden/hookwarden/internal/signature"
+)
+
+// Recorder is what the receiver needs from the store.
+type Recorder interface {
+	Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.RecordResult, error)
+}
+
+// Source is one configured provider endpoint, ready to serve.
+type Source struct {
+	Name      string
+	Scheme    string
+	Verifier  signature.Verifier
+	EventID   extract.Extractor
+	EventType extract.Extractor
+	// Batch: the body is a JSON array, one event per element (SendGrid).
+	Batch        bool
+	Destinations []Destination
+}
+
+// Destination is a delivery target's name and event-type filter.
+type Destination struct {
+	FullName string // "source/name"
+	Match    func(eventType string) bool
+}
+
+// Observer receives what the receiver did, for metrics. All methods must be
+// cheap and safe for concurrent use.
+type Observer interface {
+	// Request is called once per request with its outcome label (SPEC section 7).
+	Request(source, outcome string, d time.Duration)
+	// Event is called per event recorded, with its outcome and type.
+	Event(source, eventType string, outcome hookwarden.Outcome, divergent bool)
+	// Unauthorized is called per failed verification with the reason.
+	Unauthorized(source, reason string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Request(string, string, time.Duration)          {}
+func (nopObserver) Event(string, string, hookwarden.Outcome, bool) {}
+func (nopObserver) Unauthorized(string, string)                    {}
+
+// Options configure a Receiver.
+type Options struct {
+	Recorder     Recorder
+	MaxBodyBytes int64
+	// Notify is called after a commit with the destinations that got new
+	// jobs, so their workers start at once instead of at their next poll.
+	Notify   func(destinations []string)
+	Observer Observer
+	Logger   *slog.Logger
+	Now      func() time.Time
+	// RetryAfter is the Retry-After sent with 503 answers (default 5s).
+	RetryAfter time.Duration
+}
+
+// Receiver serves POST /hooks/{source}. Sources can be swapped at run time
+// (config reload) without disturbing requests in flight.
+type Receiver struct {
+	opts     Options
+	sources  atomic.Pointer[map[string]*Source]
+	draining atomic.Bool
+	router   *mux.Router
+}
+
+// New returns a Receiver serving the given sources.
+func New(sources []Source, opts Options) *Receiver {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = 5 * time.Second
+	}
+	if opts.Notify == nil {
+		opts.Notify = func([]string) {}
+	}
+	rc := &Receiver{opts: opts}
+	rc.SetSources(sources)
+	r := mux.NewRouter()
+	r.HandleFunc("/hooks/{source}", rc.serveHook)
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, http.StatusNotFound, "not_found")
+	})
+	rc.router = r
+	return rc
+}
+
+// SetSources replaces the served sources atomically.
+func (rc *Receiver) SetSources(sources []Source) {
+	m := make(map[string]*Source, len(sources))
+	for i := range sources {
+		s := sources[i]
+		m[s.Name] = &s
+	}
+	rc.sources.Store(&m)
+}
+
+// Drain makes every new request answer 503: the provider retries later,
+// against the next process. Requests already past this check finish normally.
+func (rc *Receiver) Drain() { rc.draining.Store(true) }
+
+// ServeHTTP implements http.Handler.
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) { rc.router.ServeHTTP(w, r) }
+
+func (rc *Receiver) serveHook(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	name := mux.Vars(r)["source"]
+	src := (*rc.sources.Load())[name]
+	outcome := rc.handle(w, r, src)
+	if src != nil {
+		rc.opts.Observer.Request(name, outcome, time.Since(start))
+	} else {
+		// Unknown names are attacker-chosen: never a label value.
+		rc.opts.Observer.Request("", outcome, time.Since(start))
+	}
+}
+
+// handle answers the request and returns its outcome label.
+func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) string {
+	if src == nil {
+		answer(w, http.StatusNotFound, "not_found")
+		return "not_found"
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		answer(w, http.StatusMethodNotAllowed, "method_not_allowed")
+		return "method_not_allowed"
+	}
+	if rc.draining.Load() {
+		rc.unavailable(w)
+		return "unavailable"
+	}
+	body, err := rc.readBody(w, r)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			answer(w, http.StatusRequestEntityTooLarge, "too_large")
+			return "too_large"
+		}
+		// The client went away or stalled past the read timeout.
+		answer(w, http.StatusBadRequest, "bad_request")
+		return "bad_request"
+	}
+	now := rc.opts.Now()
+	vreq := &signature.Request{Header: r.Header, Body: body, URL: r.URL.RequestURI(), Now: now}
+	if err := src.Verifier.Verify(vreq); err != nil {
+		reason := signature.Reason(err)
+		rc.opts.Observer.Unauthorized(src.Name, reason)
+		// The error never holds a secret; the signature header is not logged.
+		rc.opts.Logger.Warn("request refused", "source", src.Name, "reason", reason, "remote", r.RemoteAddr)
+		answer(w, http.StatusUnauthorized, "unauthorized")
+		return "unauthorized"
+	}
+	if src.Scheme == "slack" {
+		if challenge, ok := slackChallenge(body); ok {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"challenge": challenge})
+			return "challenge"
+		}
+	}
+
+	rec := &hookwarden.Receipt{
+		Source:     src.Name,
+		Header:     redact(r.Header),
+		Body:       body,
+		BodySHA256: sha256.Sum256(body),
+		RemoteAddr: r.RemoteAddr,
+		ReceivedAt: now,
+	}
+	rc.events(src, rec)
+	res, err := rc.opts.Recorder.Record(r.Context(), rec)
+	if err != nil {
+		if !errors.Is(err, hookwarden.ErrUnavailable) && r.Context().Err() == nil {
+			rc.opts.Logger.Error("record receipt", "source", src.Name, "err", err)
+		}
+		rc.unavailable(w)
+		return "unavailable"
+	}
+	// Committed: from here on the answer is a success.
+	var notify []string
+	for i, er := range res.Events {
+		ev := &rec.Events[i]
+		rc.opts.Observer.Event(src.Name, ev.Type, er.Outcome, er.Divergent)
+		if er.Jobs > 0 {
+			notify = append(notify, ev.Destinations...)
+		}
+		if er.Divergent {
+			rc.opts.Logger.Warn("duplicate with different body", "source", src.Name, "event_id", ev.ID, "receipt", res.ReceiptID)
+		}
+	}
+	if len(notify) > 0 {
+		rc.opts.Notify(notify)
+	}
+	if res.Outcome == hookwarden.Quarantined {
+		rc.opts.Logger.Warn("quarantined", "source", src.Name, "reason", rec.QuarantineReason, "receipt", res.ReceiptID)
+	} else {
+		rc.opts.Logger.Debug("recorded", "source", src.Name, "outcome", res.Outcome, "receipt", res.ReceiptID)
+	}
+	answer(w, http.StatusOK, string(res.Outcome))
+	return string(res.Outcome)
+}
+
+// readBody reads the whole body once, refusing more than the limit.
+func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit := rc.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength >= 0 {
+		// Exact-size read: one allocation, no regrowth.
+		buf := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return nil, err
+		}
+		// Anything past Content-Length would be a protocol error; net/http
+		// already bounds the body by it.
+		return buf, nil
+	}
+	return io.ReadAll(rd)
+}
+
+// events extracts the request's events, or its quarantine reason.
+func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
+	if src.Batch {
+		elems, err := extract.SplitJSONArray(rec.Body)
+		if err != nil {
+			rec.QuarantineReason = "batch body is not a JSON array: " + err.Error()
+			return
+		}
+		var missing int
+		for _, el := range elems {
+			ev, ok := rc.event(src, rec.Header, el)
+			if !ok {
+				missing++
+				continue
+			}
+			ev.Body = el
+			ev.BodySHA256 = sha256.Sum256(el)
+			rec.Events = append(rec.Events, ev)
+		}
+		if len(rec.Events) == 0 {
+			rec.QuarantineReason = "no element of the batch has an event id"
+		} else if missing > 0 {
+			rc.opts.Logger.Warn("batch elements without event id were skipped", "source", src.Name, "skipped", missing)
+		}
+		return
+	}
+	ev, ok := rc.event(src, rec.Header, rec.Body)
+	if !ok {
+		rec.QuarantineReason = "no event id found"
+		return
+	}
+	ev.BodySHA256 = rec.BodySHA256
+	rec.Events = []hookwarden.Event{ev}
+}
+
+func (rc *Receiver) event(src *Source, h http.Header, body []byte) (hookwarden.Event, bool) {
+	id, err := src.EventID.Extract(h, body)
+	if err != nil || id == "" {
+		return hookwarden.Event{}, false
+	}
+	typ, _ := src.EventType.Extract(h, body) // a missing type is allowed
+	ev := hookwarden.Event{ID: id, Type: typ}
+	for _, d := range src.Destinations {
+		if d.Match == nil || d.Match(typ) {
+			ev.Destinations = append(ev.Destinations, d.FullName)
+		}
+	}
+	return ev, true
+}
+
+func (rc *Receiver) unavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", strconv.Itoa(int((rc.opts.RetryAfter+time.Second-1)/time.Second)))
+	answer(w, http.StatusServiceUnavailable, "unavailable")
+}
+
+// answer writes the small JSON body of SPEC section 4.
+func answer(w http.ResponseWriter, code int, status string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, `{"status":"`+status+`"}`+"\n")
+}
+
+// redact copies the headers, hiding credentials that must not rest in the
+// database (Postmark's basic auth); signatures are kept for forensics.
+func redact(h http.Header) http.Header {
+	if _, ok := h["Authorization"]; !ok {
+		return h
+	}
+	c := h.Clone()
+	c["Authorization"] = []string{"[redacted]"}
+	return c
+}
+
+// slackChallenge recognises Slack's url_verification request.
+func slackChallenge(body []byte) (string, bool) {
+	var v struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Type != "url_verification" {
+		return "", false
+	}
+	return v.Challenge, true
+}
+
+// NewServer returns an http.Server with every timeout set: net/http has none
+// by default, and a receiver without them is one slowloris away from down.
+func NewServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
