@@ -85,6 +85,7 @@ type HMAC struct {
 	Encoding        string `mapstructure:"encoding"`
 	Prefix          string `mapstructure:"prefix"`
 	TimestampHeader string `mapstructure:"timestamp_header"`
+	IDHeader        string `mapstructure:"id_header"` // needed when signed uses {id}
 	Signed          string `mapstructure:"signed"`
 }
 
@@ -363,8 +364,11 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 			add(dp+".command", "the program (first element) is empty")
 		}
 		if d.SigningSecret != "" {
-			if _, err := d.SigningSecret.Resolve(); err != nil {
+			if v, err := d.SigningSecret.Resolve(); err != nil {
 				add(dp+".signing_secret", "%v", err)
+			} else if !strings.HasPrefix(v, "whsec_") {
+				warn(dp+".signing_secret", "not a whsec_<base64> secret: it is used as raw bytes, which Standard Webhooks "+
+					"libraries only accept through their raw-key constructors")
 			}
 		}
 		if d.MaxAttempts < 1 {
@@ -408,6 +412,7 @@ func (s *Source) SignatureParams() (signature.Params, error) {
 			Encoding:        s.HMAC.Encoding,
 			Prefix:          s.HMAC.Prefix,
 			TimestampHeader: s.HMAC.TimestampHeader,
+			IDHeader:        s.HMAC.IDHeader,
 			Signed:          s.HMAC.Signed,
 		},
 	}, nil
