@@ -136,7 +136,7 @@ func (c *Command) Deliver(ctx context.Context, job *hookwarden.Job) Result {
 	cmd.Stdin = bytes.NewReader(job.Body)
 	cmd.Stdout = out
 	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	// A background grandchild may keep the output pipe open after the command
 	// exited; stop waiting for it after the grace.
 	cmd.WaitDelay = c.grace
