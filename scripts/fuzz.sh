@@ -10,7 +10,7 @@ for pkg in $(go list ./...); do
   targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' || true)
   for t in $targets; do
     echo "== fuzz $pkg $t ($fuzztime)"
-    if ! go test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tail -3; then
+    if ! go test -run '^$' -fuzz "^${t}\$" -fuzztime "$fuzztime" -fuzzminimizetime 200x "$pkg" 2>&1 | tail -3; then
       status=1
     fi
   done

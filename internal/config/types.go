@@ -50,7 +50,11 @@ func ParseDuration(s string) (Duration, error) {
 			return 0, fmt.Errorf("invalid duration %q: want e.g. 30d, 1d12h, 90m", s)
 		}
 	}
-	return Duration(time.Duration(days)*Day + t), nil
+	total := time.Duration(days)*Day + t
+	if total < 0 { // overflow
+		return 0, fmt.Errorf("invalid duration %q: too long", s)
+	}
+	return Duration(total), nil
 }
 
 // UnmarshalText lets decoders (mapstructure via viper, YAML) fill a Duration.

@@ -1,0 +1,149 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDuration(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"30d", 30 * Day, true},
+		{"1d12h", 36 * time.Hour, true},
+		{"90m", 90 * time.Minute, true},
+		{"1.5h", 90 * time.Minute, true},
+		{" 5m ", 5 * time.Minute, true},
+		{"0d", 0, true},
+		{"", 0, false},
+		{"d", 0, false},
+		{"-1d", 0, false},
+		{"-5m", 0, false},
+		{"5", 0, false},
+		{"1d-5m", 0, false},
+		{"3x", 0, false},
+		{"999999999d", 0, false},
+	} {
+		got, err := ParseDuration(c.in)
+		if (err == nil) != c.ok || (c.ok && got.D() != c.want) {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v ok=%v", c.in, got.D(), err, c.want, c.ok)
+		}
+	}
+	if s := Duration(30 * Day).String(); s != "30d" {
+		t.Errorf("String() = %q, want 30d", s)
+	}
+	if s := Duration(90 * time.Minute).String(); s != "1h30m0s" {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestSecretResolve(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "s"), []byte("value\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "empty"), nil, 0o600)
+	t.Setenv("HW_DIR", dir)
+	t.Setenv("HW_SECRET", "from-env")
+	for _, c := range []struct {
+		ref, want, errHas string
+	}{
+		{"literal", "literal", ""},
+		{"env:HW_SECRET", "from-env", ""},
+		{"env:HW_NOT_SET", "", "HW_NOT_SET is not set"},
+		{"file:${HW_DIR}/s", "value", ""},
+		{"file:${HW_DIR}/empty", "", "is empty"},
+		{"file:/no/such/file", "", "no such file"},
+		{"", "", "empty"},
+	} {
+		got, err := Secret(c.ref).Resolve()
+		if got != c.want || (c.errHas == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.errHas)) {
+			t.Errorf("Resolve(%q) = %q, %v; want %q, error containing %q", c.ref, got, err, c.want, c.errHas)
+		}
+	}
+	if s := Secret("hunter2").String(); strings.Contains(s, "hunter2") {
+		t.Errorf("a literal secret printed as %q", s)
+	}
+}
+
+func TestMatchType(t *testing.T) {
+	d := Destination{Types: []string{"invoice.*", "checkout.session.completed"}}
+	for typ, want := range map[string]bool{
+		"invoice.paid": true, "invoice.": true, "checkout.session.completed": true,
+		"checkout.session.expired": false, "invoices": false, "": false,
+	} {
+		if got := d.MatchType(typ); got != want {
+			t.Errorf("MatchType(%q) = %v, want %v", typ, got, want)
+		}
+	}
+	if !(Destination{}).MatchType("anything") {
+		t.Error("no filter must match everything")
+	}
+}
+
+func TestUnknownKeysNamesPaths(t *testing.T) {
+	doc := map[string]any{
+		"listen": "x",
+		"sources": []any{map[string]any{
+			"name": "s", "secrect": []any{"x"},
+			"destinations": []any{map[string]any{"name": "a", "env": map[string]any{"ANY_NAME": "ok"}, "bakoff": map[string]any{}}},
+		}},
+	}
+	var got []string
+	for _, p := range UnknownKeys(doc) {
+		got = append(got, p.Path)
+	}
+	want := "sources[0].destinations[0].bakoff sources[0].secrect"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("unknown keys %v, want %s", got, want)
+	}
+}
+
+func TestAdminTokenRequiredOffLoopback(t *testing.T) {
+	c := Config{Admin: Admin{Listen: "0.0.0.0:8081"}, Sources: []Source{{Name: "s", Scheme: "none", AllowUnsigned: true}}}
+	c.ApplyDefaults()
+	found := false
+	for _, p := range Errors(c.Validate()) {
+		found = found || p.Path == "admin.token"
+	}
+	if !found {
+		t.Fatal("a non-loopback admin listener without a token must be refused")
+	}
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"30d", "1d12h", "90m", "-1d", "d", "1.5h", "9999999999999d", "1d1d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if err == nil && d < 0 {
+			t.Fatalf("ParseDuration(%q) = %v: negative", s, d.D())
+		}
+		if err == nil {
+			// What String prints parses back to the same value.
+			back, err := ParseDuration(d.String())
+			if err != nil || back != d {
+				t.Fatalf("round trip of %q: %v -> %q -> %v, %v", s, d.D(), d.String(), back.D(), err)
+			}
+		}
+	})
+}
+
+func FuzzSecretRef(f *testing.F) {
+	for _, s := range []string{"env:X", "file:/nonexistent", "literal", "", "file:${X}/y", "env:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := Secret(s).Resolve()
+		if err != nil && !strings.HasPrefix(s, "env:") && !strings.HasPrefix(s, "file:") && s != "" {
+			t.Fatalf("a literal failed to resolve: %v", err)
+		}
+		if err != nil && v != "" {
+			t.Fatal("a value came back with an error")
+		}
+	})
+}
