@@ -7,7 +7,22 @@ GO      ?= go
 FUZZTIME ?= 60s
 FUZZTIME_CI ?= 3s
 
-.PHONY: help build run test race vet lint fuzz fuzz-ci bench clean
+.PHONY: help build run test race vet lint fuzz fuzz-ci bench clean install uninstall deb
+
+# install/uninstall: DESTDIR stages elsewhere (packaging, tests).
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+UNITDIR ?= /etc/systemd/system
+CONFDIR ?= /etc/hookwarden
+DOCDIR  ?= $(PREFIX)/share/doc/hookwarden
+DESTDIR ?=
+# deb: nfpm from the Go module proxy (v2.44.1 is the newest whose
+# dependencies all resolve there). DEB_VERSION: git describe made Debian-valid
+# (v1.2.3-4-gabc -> 1.2.3+4+gabc; no tag -> 0.0.0~git.HASH).
+NFPM_VERSION ?= v2.44.1
+NFPM    ?= $(shell $(GO) env GOPATH)/bin/nfpm
+DEB_ARCH ?= $(shell $(GO) env GOARCH)
+DEB_VERSION ?= $(shell echo '$(VERSION)' | sed -E 's/^v//; /^[0-9]+\./!s/^/0.0.0~git./; s/-/+/g')
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,5 +51,44 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 bench: ## Go benchmarks of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: rules
+rules: ## check and unit-test the Prometheus alert rules (promtool, Debian package prometheus)
+	promtool check rules deploy/prometheus/hookwarden.rules.yml
+	cd deploy/prometheus && promtool test rules hookwarden.rules.test.yml
+
 clean: ## remove build output
 	rm -rf bin dist
+
+install: ## install binary, systemd unit and, if absent, /etc/hookwarden/config.yaml (never overwritten)
+	@test -x $(BIN) || $(MAKE) build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/hookwarden
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/hookwarden|$(BINDIR)/hookwarden|' systemd/hookwarden.service > $(DESTDIR)$(UNITDIR)/hookwarden.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/hookwarden.service
+	install -d -m 0755 $(DESTDIR)$(CONFDIR)
+	install -d -m 0700 $(DESTDIR)$(CONFDIR)/credentials
+	@if [ -e $(DESTDIR)$(CONFDIR)/config.yaml ]; then \
+		echo "kept your $(CONFDIR)/config.yaml (the new example: $(DOCDIR)/examples/config.systemd.yaml)"; \
+	else install -m 0644 packaging/config.yaml $(DESTDIR)$(CONFDIR)/config.yaml; fi
+	install -D -m 0644 config.example.yaml $(DESTDIR)$(DOCDIR)/examples/config.example.yaml
+	install -D -m 0644 packaging/config.yaml $(DESTDIR)$(DOCDIR)/examples/config.systemd.yaml
+	install -D -m 0644 docs/operations.md $(DESTDIR)$(DOCDIR)/operations.md
+	install -D -m 0644 docs/forensics.md $(DESTDIR)$(DOCDIR)/forensics.md
+	install -D -m 0644 systemd/command-destinations.conf $(DESTDIR)$(DOCDIR)/examples/command-destinations.conf
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "installed. Next: edit $(CONFDIR)/config.yaml, then: systemctl enable --now hookwarden (docs/operations.md)"
+
+uninstall: ## stop and remove binary and unit; keeps config (/etc/hookwarden) and data (/var/lib/hookwarden)
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now hookwarden.service 2>/dev/null || true; fi
+	rm -f $(DESTDIR)$(BINDIR)/hookwarden $(DESTDIR)$(UNITDIR)/hookwarden.service
+	rm -rf $(DESTDIR)$(DOCDIR)
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "removed. Kept $(CONFDIR) and the database (/var/lib/hookwarden, really /var/lib/private/hookwarden)."
+
+deb: ## build the Debian package into dist/ with nfpm (installed from the Go module proxy if missing)
+	@test -x $(NFPM) || GOFLAGS= $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	rm -rf dist/deb && mkdir -p dist/deb
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(DEB_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/deb/hookwarden ./cmd/hookwarden
+	sed 's|/usr/local/bin/hookwarden|/usr/bin/hookwarden|' systemd/hookwarden.service > dist/deb/hookwarden.service
+	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' $(NFPM) package --config packaging/nfpm.yaml --packager deb --target dist/
+	@ls -l dist/*.deb

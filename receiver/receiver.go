@@ -16,7 +16,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -79,6 +81,9 @@ type Options struct {
 	Now      func() time.Time
 	// RetryAfter is the Retry-After sent with 503 answers (default 5s).
 	RetryAfter time.Duration
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
+	// client in logs and receipts. Empty (default): the TCP peer is the client.
+	TrustedProxies []netip.Prefix
 }
 
 // Receiver serves POST /hooks/{source}. Sources can be swapped at run time
@@ -183,7 +188,7 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		reason := signature.Reason(err)
 		rc.opts.Observer.Unauthorized(src.Name, reason)
 		// The error never holds a secret; the signature header is not logged.
-		rc.opts.Logger.Warn("request refused", "source", src.Name, "reason", reason, "remote", r.RemoteAddr)
+		rc.opts.Logger.Warn("request refused", "source", src.Name, "reason", reason, "remote", rc.remoteAddr(r))
 		answer(w, http.StatusUnauthorized, "unauthorized")
 		return "unauthorized"
 	}
@@ -200,7 +205,7 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		Header:     redact(r.Header),
 		Body:       body,
 		BodySHA256: sha256.Sum256(body),
-		RemoteAddr: r.RemoteAddr,
+		RemoteAddr: rc.remoteAddr(r),
 		ReceivedAt: now,
 	}
 	rc.events(src, rec)
@@ -304,6 +309,49 @@ func (rc *Receiver) event(src *Source, h http.Header, body []byte) (hookwarden.E
 		}
 	}
 	return ev, true
+}
+
+// remoteAddr is the client's address: the TCP peer, or, when the peer is a
+// trusted proxy, the right-most X-Forwarded-For entry that is not a trusted
+// proxy itself. Entries left of that one are whatever the client claimed, so
+// they are never believed; an unparsable entry stops the walk at the peer.
+func (rc *Receiver) remoteAddr(r *http.Request) string {
+	if len(rc.opts.TrustedProxies) == 0 {
+		return r.RemoteAddr
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil || !rc.trusted(peer.Addr()) {
+		return r.RemoteAddr
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		h := strings.TrimSpace(hops[i])
+		a, err := netip.ParseAddr(h)
+		if err != nil {
+			ap, perr := netip.ParseAddrPort(h) // some proxies append the port
+			if perr != nil {
+				return r.RemoteAddr
+			}
+			a = ap.Addr()
+		}
+		if !rc.trusted(a) {
+			return a.Unmap().String()
+		}
+	}
+	return r.RemoteAddr
+}
+
+func (rc *Receiver) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range rc.opts.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func (rc *Receiver) unavailable(w http.ResponseWriter) {

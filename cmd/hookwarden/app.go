@@ -35,17 +35,19 @@ type App struct {
 	Store    *sqlitestore.Store
 	Metrics  *metrics.Metrics
 	Receiver *receiver.Receiver
-	Pool     *worker.Pool
+	// Workers runs one worker pool per destination (reload.go), so that a
+	// reload replaces a destination without disturbing the others.
+	Workers *workerSet
 
 	hookSrv, adminSrv *http.Server
 	hookLn, adminLn   net.Listener
 	runID             int64
 	closers           []func() error
+	certs             *certReloader // nil without tls.cert/tls.key
+	reloadMu          sync.Mutex    // one Reload at a time
 
-	stopPool context.CancelFunc
-	poolDone chan struct{}
-	stopBG   context.CancelFunc
-	wg       sync.WaitGroup
+	stopBG context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // NewApp prepares an App for a validated configuration.
@@ -71,9 +73,20 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.Metrics.RegisterOutbox(a.Store, dests)
+	var srcNames []string
+	for _, s := range a.cfg.Sources {
+		srcNames = append(srcNames, s.Name)
+	}
+	// Seed the absence clock from the file, so a restart does not reset it.
+	last, err := a.Store.LastAccepted(ctx, srcNames)
+	if err != nil {
+		return err
+	}
 	for _, s := range a.cfg.Sources {
 		a.Metrics.InitSource(s.Name)
 		a.Metrics.SetRetentionMargin(s.Name, a.cfg.Retention.Claims.D()-s.RetryHorizon.D()-s.RedriveWindow.D())
+		a.Metrics.SetExpectWithin(s.Name, s.ExpectWithin.D())
+		a.Metrics.SetLastAccepted(s.Name, last[s.Name])
 	}
 	for _, d := range dests {
 		a.Metrics.InitDestination(d)
@@ -92,13 +105,19 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	a.Pool = worker.New(a.Store, wdests, worker.Options{Logger: a.log, OnAttempt: a.Metrics.Attempt})
+	a.Workers = newWorkerSet(a.Store, worker.Options{Logger: a.log, OnAttempt: a.Metrics.Attempt}, a.log)
+	a.Metrics.RegisterReady(a.ready)
+	proxies, err := config.ParseTrustedProxies(a.cfg.TrustedProxies)
+	if err != nil {
+		return err
+	}
 	a.Receiver = receiver.New(sources, receiver.Options{
-		Recorder:     a.Store,
-		MaxBodyBytes: a.cfg.Limits.MaxBodyBytes,
-		Notify:       func(d []string) { a.Pool.Notify(d...) },
-		Observer:     a.Metrics,
-		Logger:       a.log,
+		Recorder:       loggedRecorder{a.Store, a.log},
+		MaxBodyBytes:   a.cfg.Limits.MaxBodyBytes,
+		Notify:         func(d []string) { a.Workers.Notify(d...) },
+		Observer:       a.Metrics,
+		Logger:         a.log,
+		TrustedProxies: proxies,
 	})
 
 	token := ""
@@ -113,31 +132,32 @@ func (a *App) Start(ctx context.Context) (err error) {
 		Metrics: promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}),
 		Logger:  a.log,
 	})
+	admin.NewAPI(a.apiOptions()).Register(adm.Router()) // opsapi.go: /api/*
+	// dashboard.go: GET /, the login form and the Replay button.
+	dash, err := a.newDashboard(adm, token != "")
+	if err != nil {
+		return err
+	}
+	dash.Register(adm.Router())
 
-	if a.hookLn, err = net.Listen("tcp", a.cfg.Listen); err != nil {
-		return fmt.Errorf("receiver listen: %w", err)
+	if a.hookLn, a.certs, err = listenReceiver(a.cfg); err != nil {
+		return err
 	}
 	if a.adminLn, err = net.Listen("tcp", a.cfg.Admin.Listen); err != nil {
 		return fmt.Errorf("admin listen: %w", err)
 	}
 	a.hookSrv = receiver.NewServer(a.cfg.Listen, a.Receiver)
-	a.adminSrv = admin.NewServer(a.cfg.Admin.Listen, adm)
+	a.adminSrv = admin.NewServer(a.cfg.Admin.Listen, dash.Front(adm))
 
-	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopPool = stopPool
-	a.poolDone = make(chan struct{})
-	go func() {
-		defer close(a.poolDone)
-		if err := a.Pool.Run(poolCtx); err != nil {
-			a.log.Error("workers stopped", "err", err)
-		}
-	}()
+	a.Workers.Start(ctx, wdests, fingerprints(a.cfg))
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopBG = stopBG
 	a.serve(a.hookSrv, a.hookLn, "receiver")
 	a.serve(a.adminSrv, a.adminLn, "admin")
 	a.wg.Add(1)
 	go a.heartbeat(bg)
+	a.wg.Add(1)
+	go a.pruneLoop(bg) // prune.go: retention, hourly, in small batches
 	a.log.Info("hookwarden serving", "receiver", a.hookLn.Addr().String(), "admin", a.adminLn.Addr().String(),
 		"database", a.Store.Path(), "sources", len(sources), "destinations", len(wdests), "version", versionString())
 	return nil
@@ -175,7 +195,7 @@ func (a *App) ready(context.Context) error {
 	if err := a.Store.Healthy(); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
-	if err := a.Pool.Healthy(); err != nil {
+	if err := a.Workers.Healthy(); err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
 	return nil
@@ -194,8 +214,7 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.hookSrv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("receiver shutdown: %w", err))
 	}
-	a.stopPool()
-	<-a.poolDone
+	a.Workers.Stop()
 	a.stopBG()
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

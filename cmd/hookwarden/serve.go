@@ -27,9 +27,12 @@ func newServeCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			hup, stopHUP := notifyHUP() // before anything slow: SIGHUP must never kill serve
+			defer stopHUP()
 			var cfg *config.Config
 			var err error
 			var sink *demoSink
+			cfgPath := "" // what SIGHUP reloads; the demo has none
 			if demo {
 				if cfg, sink, err = startDemo(ctx, g); err != nil {
 					return err
@@ -37,16 +40,24 @@ func newServeCmd(g *globals) *cobra.Command {
 				defer sink.Close()
 			} else if cfg, err = g.config(); err != nil {
 				return err
+			} else {
+				cfgPath, _ = findConfig(g.configPath)
 			}
 			log := newLogger(cfg.Log, g.stderr)
 			app := NewApp(cfg, log)
-			if err := app.Start(ctx); err != nil {
+			sv := newSupervisor(log)
+			started := sv.starting()
+			err = app.Start(ctx)
+			started()
+			if err != nil {
 				return err
 			}
 			if demo {
 				printDemoBanner(g.stdout, app, sink)
 			}
-			<-ctx.Done()
+			sv.ready(app)
+			watchReloads(ctx, hup, g, cfgPath, app, sv, log) // until SIGTERM/SIGINT
+			sv.stopping()
 			log.Info("stopping: refusing new webhooks, draining deliveries")
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 			defer cancel()

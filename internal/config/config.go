@@ -6,9 +6,12 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -26,6 +29,47 @@ type Config struct {
 	Retention Retention `mapstructure:"retention"`
 	Log       Log       `mapstructure:"log"`
 	Sources   []Source  `mapstructure:"sources"`
+	// TLS serves the receiver over HTTPS itself, for hosts without a reverse
+	// proxy in front. Off by default: the receiver listens on loopback behind
+	// Caddy or nginx (docs/operations.md).
+	TLS TLS `mapstructure:"tls"`
+	// TrustedProxies are the addresses (IPs or CIDRs) of reverse proxies whose
+	// X-Forwarded-For is believed for the client address that is logged and
+	// recorded. Empty (the default): the TCP peer is the client.
+	TrustedProxies []string `mapstructure:"trusted_proxies"`
+}
+
+// TLS names a PEM certificate chain and its key. Paths may use ${VAR}, e.g.
+// ${CREDENTIALS_DIRECTORY}/tls.key. The files are read again on SIGHUP, so a
+// renewed certificate needs no restart.
+type TLS struct {
+	Cert string `mapstructure:"cert"`
+	Key  string `mapstructure:"key"`
+}
+
+// Enabled reports whether native TLS is configured.
+func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" }
+
+// Paths returns the certificate and key paths with ${VAR} expanded.
+func (t TLS) Paths() (cert, key string) { return os.ExpandEnv(t.Cert), os.ExpandEnv(t.Key) }
+
+// ParseTrustedProxies parses trusted_proxies; a bare IP is a one-address prefix.
+func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, s := range list {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("trusted_proxies[%d]: %q is neither an IP address nor a CIDR prefix", i, s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // Admin is the operator-facing listener: health, metrics, API, dashboard.
@@ -270,6 +314,12 @@ func (c *Config) Validate() []Problem {
 	default:
 		add("log.format", "%q: want text or json", c.Log.Format)
 	}
+	c.validateTLS(add)
+	for i, s := range c.TrustedProxies {
+		if _, err := ParseTrustedProxies([]string{s}); err != nil {
+			add(fmt.Sprintf("trusted_proxies[%d]", i), "%q is neither an IP address nor a CIDR prefix", s)
+		}
+	}
 	if len(c.Sources) == 0 {
 		add("sources", "at least one source is needed")
 	}
@@ -278,6 +328,30 @@ func (c *Config) Validate() []Problem {
 		c.validateSource(i, seen, add, warn)
 	}
 	return ps
+}
+
+// validateTLS checks that tls.cert and tls.key come together and load as a
+// pair, so a typo fails `check` rather than the first handshake.
+func (c *Config) validateTLS(add func(string, string, ...any)) {
+	if !c.TLS.Enabled() {
+		return
+	}
+	cert, key := c.TLS.Paths()
+	switch {
+	case cert == "":
+		add("tls.cert", "required when tls.key is set")
+	case key == "":
+		add("tls.key", "required when tls.cert is set")
+	default:
+		if _, err := os.Stat(cert); err != nil {
+			add("tls.cert", "%v", err)
+		} else if _, err := os.Stat(key); err != nil {
+			add("tls.key", "%v", err)
+		} else if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			// The error names files, never key material.
+			add("tls.cert", "certificate and key do not load as a pair: %v", err)
+		}
+	}
 }
 
 // Errors filters out warnings.

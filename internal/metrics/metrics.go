@@ -45,16 +45,20 @@ type Metrics struct {
 	batchSize     prometheus.Histogram
 	commitErrors  prometheus.Counter
 	retentionMarg *prometheus.GaugeVec
+	expectWithin  *prometheus.GaugeVec
 
 	typesMu sync.Mutex
 	types   map[string]map[string]bool // source -> seen types
+
+	recent  recent // per-minute outcomes of the last day, for the dashboard
+	started time.Time
 }
 
 // New builds the metrics on a fresh registry, with the Go and process
 // collectors.
 func New(log *slog.Logger) *Metrics {
 	reg := prometheus.NewRegistry()
-	m := &Metrics{Registry: reg, log: log, types: map[string]map[string]bool{}}
+	m := &Metrics{Registry: reg, log: log, types: map[string]map[string]bool{}, started: time.Now()}
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	const ns = "hookwarden"
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
@@ -85,8 +89,10 @@ func New(log *slog.Logger) *Metrics {
 		Help: "Store transactions that failed (disk full, I/O error)."})
 	m.retentionMarg = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "retention_margin_seconds",
 		Help: "Claims retention minus (retry_horizon + redrive_window); negative means duplicates can slip through."}, []string{"source"})
+	m.expectWithin = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "source_expect_within_seconds",
+		Help: "The source's expect_within: silence longer than this is a gap (the absence alert's threshold)."}, []string{"source"})
 	for _, c := range []prometheus.Collector{m.requests, m.duplicates, m.divergent, m.unauthorized, m.ack, m.lastAccepted,
-		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg,
+		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg, m.expectWithin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -104,6 +110,7 @@ func (m *Metrics) Request(source, outcome string, d time.Duration) {
 	m.requests.WithLabelValues(source, outcome).Inc()
 	if source != "" {
 		m.ack.WithLabelValues(source).Observe(d.Seconds())
+		m.recent.add(source, outcome, time.Now())
 	}
 }
 
@@ -143,6 +150,40 @@ func (m *Metrics) Commit(batch int, d time.Duration, err error) {
 // SetRetentionMargin publishes a source's claims retention margin.
 func (m *Metrics) SetRetentionMargin(source string, margin time.Duration) {
 	m.retentionMarg.WithLabelValues(source).Set(margin.Seconds())
+}
+
+// SetExpectWithin publishes a source's expect_within, so that one alert rule
+// serves every source with its own threshold. Sources without one get no
+// series and no absence alert.
+func (m *Metrics) SetExpectWithin(source string, d time.Duration) {
+	if d > 0 {
+		m.expectWithin.WithLabelValues(source).Set(d.Seconds())
+	}
+}
+
+// SetLastAccepted seeds last_accepted_timestamp_seconds from the database at
+// start, so that a restart does not reset the absence clock: without it the
+// gauge would be missing until the next event, and a silent source would
+// never alert after a restart.
+func (m *Metrics) SetLastAccepted(source string, t time.Time) {
+	if !t.IsZero() {
+		m.lastAccepted.WithLabelValues(source).Set(float64(t.UnixNano()) / 1e9)
+	}
+}
+
+// RegisterReady adds hookwarden_ready, 1 when ready() (the /readyz check)
+// returns nil at scrape time, else 0.
+func (m *Metrics) RegisterReady(ready func(context.Context) error) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "hookwarden", Name: "ready",
+		Help: "1 when the database is writable and the workers are running (as /readyz), else 0."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if ready(ctx) != nil {
+				return 0
+			}
+			return 1
+		}))
 }
 
 // InitSource creates a source's series at zero so that alerts on absence and

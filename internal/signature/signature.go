@@ -6,8 +6,9 @@
 // every comparison of secret-derived values is constant-time; every configured
 // secret is tried (rotation); a signed timestamp outside the tolerance, too old
 // or too far in the future, is refused; the work done for one request is bounded
-// (header lengths and signature counts are capped); malformed input yields an
-// error wrapping ErrMalformed, never a panic. Errors never contain a secret.
+// (header lengths and signature counts are capped); absent or malformed input
+// yields an error wrapping ErrMissing or ErrMalformed, never a panic. Errors
+// never contain a secret or echo a header value.
 //
 // Each scheme lives in its own file and registers itself in init, so adding a
 // provider is one new file.

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// server is a server process under test: the ack-only baseline or
+// hookwarden serve.
+type server struct {
+	name      string
+	cmd       *exec.Cmd
+	addr      string // receiver host:port
+	adminAddr string // hookwarden only
+	dir       string // hookwarden: its work directory (config, database, log)
+	dbPath    string
+	logPath   string
+	done      chan error
+	cpu0      float64
+}
+
+// freePort returns a loopback address that was free a moment ago.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// children are killed when the harness stops, however it stops.
+var children = map[*server]bool{}
+
+func killChildren() {
+	for s := range children {
+		if s.cmd.Process != nil {
+			_ = s.cmd.Process.Kill()
+		}
+	}
+}
+
+func (s *server) start(ctx context.Context, cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	s.cmd = cmd
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.name, err)
+	}
+	children[s] = true
+	s.done = make(chan error, 1)
+	go func() { s.done <- cmd.Wait() }()
+	return nil
+}
+
+// startBaseline runs this harness's own ack-only server in a child process.
+func startBaseline(ctx context.Context, secret string) (*server, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{name: "baseline", addr: addr}
+	cmd := exec.Command(self, "ack-server", "-addr", addr)
+	cmd.Env = append(os.Environ(), "HOOKBENCH_SECRET="+secret)
+	cmd.Stderr = os.Stderr
+	if err := s.start(ctx, cmd); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, "http://"+addr+"/healthz", s.done); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	s.cpu0 = s.cpuSeconds()
+	return s, nil
+}
+
+// hwOptions configure one hookwarden serve process.
+type hwOptions struct {
+	bin         string
+	dir         string // work directory; the database is dir/hookwarden.db
+	secret      string
+	sinkURL     string
+	concurrency int
+	maxBody     int
+	// profile: run `serve-profiled` writing cpu.pprof and heap.pprof in dir.
+	profile bool
+}
+
+const hwConfig = `# written by hookbench
+listen: "%s"
+admin:
+  listen: "%s"
+database:
+  path: "%s"
+limits:
+  max_body_bytes: %d
+log:
+  level: info
+  format: json
+sources:
+  - name: bench
+    scheme: standard
+    secrets: ["env:HOOKBENCH_SECRET"]
+    destinations:
+      - name: sink
+        url: "%s"
+        signing_secret: "env:HOOKBENCH_SECRET"
+        timeout: 10s
+        concurrency: %d
+        backoff: { initial: 100ms, max: 1s }
+`
+
+// startHookwarden runs the real binary on a fresh (or the given) database.
+func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.dir, 0o750); err != nil {
+		return nil, err
+	}
+	s := &server{name: "hookwarden", addr: addr, adminAddr: admin, dir: o.dir,
+		dbPath: filepath.Join(o.dir, "hookwarden.db"), logPath: filepath.Join(o.dir, "serve.log")}
+	cfg := filepath.Join(o.dir, "config.yaml")
+	body := fmt.Sprintf(hwConfig, addr, admin, s.dbPath, max(o.maxBody, 1<<20), o.sinkURL, o.concurrency)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--config", cfg}
+	if o.profile {
+		args = []string{"serve-profiled", "--config", cfg,
+			"--cpuprofile", filepath.Join(o.dir, "cpu.pprof"), "--memprofile", filepath.Join(o.dir, "heap.pprof")}
+	}
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(o.bin, args...)
+	cmd.Env = append(os.Environ(), "HOOKBENCH_SECRET="+o.secret)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := s.start(ctx, cmd); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() { <-s.done; logf.Close() }()
+	if err := waitHTTP(ctx, "http://"+admin+"/readyz", s.done); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("hookwarden: %w (log: %s)", err, tail(s.logPath))
+	}
+	s.cpu0 = s.cpuSeconds()
+	return s, nil
+}
+
+// waitHTTP polls url until it answers 200, the process exits or 20 s pass.
+func waitHTTP(ctx context.Context, url string, exited <-chan error) error {
+	deadline := time.Now().Add(20 * time.Second)
+	c := &http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("exited before ready: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if resp, err := c.Get(url); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("not ready after 20s")
+}
+
+// stop asks for a graceful stop (SIGTERM) and kills after 60 s.
+func (s *server) stop() error {
+	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+		return nil
+	}
+	defer delete(children, s)
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("%s exited: %v", s.name, err)
+		}
+		return err
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		return fmt.Errorf("%s: killed after 60s without stopping", s.name)
+	}
+}
+
+// procStatus reads a field of /proc/PID/status in kB (VmHWM: peak RSS).
+func (s *server) procStatusKB(field string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// peakRSSMiB is the process's VmHWM.
+func (s *server) peakRSSMiB() float64 { return float64(s.procStatusKB("VmHWM")) / 1024 }
+
+// cpuSeconds is the process's user+system CPU time so far.
+func (s *server) cpuSeconds() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ is 100 on Linux
+}
+
+// selfCPU is the harness's own user+system CPU time so far.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// metrics scrapes hookwarden's /metrics into "name{labels}" → value.
+func (s *server) metrics() (map[string]float64, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + s.adminAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// batchStats returns the average commit batch size and the commit count.
+func batchStats(m map[string]float64) (avg, commits float64) {
+	sum, n := m["hookwarden_store_batch_size_sum"], m["hookwarden_store_batch_size_count"]
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / n, n
+}
+
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}

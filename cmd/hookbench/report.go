@@ -1,0 +1,283 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// cell is one measurement of one server.
+type cell struct {
+	Target    string `json:"target"` // baseline | hookwarden
+	Round     int    `json:"round"`
+	BodyBytes int    `json:"body_bytes"`
+	loadResult
+	ServerCPUPerAck float64 `json:"server_cpu_us_per_ack"`
+	ClientCPUPerAck float64 `json:"client_cpu_us_per_ack"`
+	PeakRSSMiB      float64 `json:"peak_rss_mib"`
+	AvgBatch        float64 `json:"avg_commit_batch,omitempty"`
+	Commits         float64 `json:"commits,omitempty"`
+}
+
+// ratioRow compares the baseline and hookwarden cells of one setting; values
+// are means over the rounds.
+type ratioRow struct {
+	Conns          int       `json:"conns"`
+	BodyBytes      int       `json:"body_bytes"`
+	BaselineAcks   float64   `json:"baseline_acks_per_sec"`
+	HookwardenAcks float64   `json:"hookwarden_acks_per_sec"`
+	Ratio          float64   `json:"ratio"`
+	RoundRatios    []float64 `json:"round_ratios"`
+	BaselineP50    float64   `json:"baseline_p50_ms"`
+	HookwardenP50  float64   `json:"hookwarden_p50_ms"`
+	BaselineP95    float64   `json:"baseline_p95_ms"`
+	HookwardenP95  float64   `json:"hookwarden_p95_ms"`
+	BaselineP99    float64   `json:"baseline_p99_ms"`
+	HookwardenP99  float64   `json:"hookwarden_p99_ms"`
+	P99Ratio       float64   `json:"p99_ratio"`
+	BaselineMax    float64   `json:"baseline_max_ms"`
+	HookwardenMax  float64   `json:"hookwarden_max_ms"`
+	AvgBatch       float64   `json:"avg_commit_batch"`
+	BaselineCPU    float64   `json:"baseline_cpu_us_per_ack"`
+	HookwardenCPU  float64   `json:"hookwarden_cpu_us_per_ack"`
+	HookwardenRSS  float64   `json:"hookwarden_peak_rss_mib"`
+	Unavailable    int64     `json:"hookwarden_503"`
+}
+
+func mean(cs []cell, f func(cell) float64) float64 {
+	if len(cs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, c := range cs {
+		s += f(c)
+	}
+	return s / float64(len(cs))
+}
+
+func (r *ratioRow) fill(bs, hs []cell) {
+	r.BaselineAcks = mean(bs, func(c cell) float64 { return c.AcksPerSec })
+	r.HookwardenAcks = mean(hs, func(c cell) float64 { return c.AcksPerSec })
+	r.BaselineP50 = mean(bs, func(c cell) float64 { return c.P50 })
+	r.HookwardenP50 = mean(hs, func(c cell) float64 { return c.P50 })
+	r.BaselineP95 = mean(bs, func(c cell) float64 { return c.P95 })
+	r.HookwardenP95 = mean(hs, func(c cell) float64 { return c.P95 })
+	r.BaselineP99 = mean(bs, func(c cell) float64 { return c.P99 })
+	r.HookwardenP99 = mean(hs, func(c cell) float64 { return c.P99 })
+	r.BaselineMax = mean(bs, func(c cell) float64 { return c.Max })
+	r.HookwardenMax = mean(hs, func(c cell) float64 { return c.Max })
+	r.AvgBatch = mean(hs, func(c cell) float64 { return c.AvgBatch })
+	r.BaselineCPU = mean(bs, func(c cell) float64 { return c.ServerCPUPerAck })
+	r.HookwardenCPU = mean(hs, func(c cell) float64 { return c.ServerCPUPerAck })
+	r.HookwardenRSS = mean(hs, func(c cell) float64 { return c.PeakRSSMiB })
+	for _, c := range hs {
+		r.Unavailable += c.Unavailable
+	}
+	if r.BaselineAcks > 0 {
+		r.Ratio = round3(r.HookwardenAcks / r.BaselineAcks)
+	}
+	if r.BaselineP99 > 0 {
+		r.P99Ratio = round3(r.HookwardenP99 / r.BaselineP99)
+	}
+}
+
+type sample struct {
+	T         float64 `json:"t_s"`
+	Pending   float64 `json:"outbox_pending"`
+	Delivered int     `json:"sink_distinct"`
+}
+
+// e2eReport is the end-to-end phase: acks and deliveries together.
+type e2eReport struct {
+	Conns         int        `json:"conns"`
+	Concurrency   int        `json:"delivery_concurrency"`
+	Load          loadResult `json:"load"`
+	Distinct      int64      `json:"distinct_events"`
+	Delivered     int        `json:"delivered_distinct"`
+	Repeats       int64      `json:"repeated_deliveries"`
+	Seconds       float64    `json:"first_send_to_last_delivery_s"`
+	EventsPerSec  float64    `json:"delivered_events_per_sec"`
+	RatioBaseline float64    `json:"ratio_to_baseline_acks"`
+	AvgBatch      float64    `json:"avg_commit_batch"`
+	PeakRSSMiB    float64    `json:"peak_rss_mib"`
+	MaxPending    float64    `json:"max_outbox_pending"`
+	Samples       []sample   `json:"samples"`
+}
+
+// sustainReport is the open-loop phase at a quarter of the baseline.
+type sustainReport struct {
+	OfferedRequestsPerSec float64    `json:"offered_requests_per_sec"`
+	TargetEventsPerSec    float64    `json:"target_events_per_sec"`
+	Load                  loadResult `json:"load"`
+	Distinct              int64      `json:"distinct_events"`
+	DeliveredInWindow     int        `json:"delivered_in_window"`
+	EventsPerSec          float64    `json:"delivered_events_per_sec"`
+	RatioBaseline         float64    `json:"ratio_to_baseline_acks"`
+	MaxPending            float64    `json:"max_outbox_pending"`
+	EndPending            float64    `json:"outbox_pending_at_end"`
+	SecondHalfSlope       float64    `json:"outbox_slope_second_half_per_s"`
+	Bounded               bool       `json:"outbox_bounded"`
+	DrainSeconds          float64    `json:"drain_after_load_s"`
+	Samples               []sample   `json:"samples"`
+}
+
+type redriveReport struct {
+	Events        int        `json:"events"`
+	Load          loadResult `json:"load"`
+	RatioBaseline float64    `json:"ratio_to_baseline_acks"`
+	NewJobs       int64      `json:"new_deliveries"`
+}
+
+type burstReport struct {
+	Events      int64      `json:"events"`
+	Conns       int        `json:"conns"`
+	Load        loadResult `json:"load"`
+	PeakRSSMiB  float64    `json:"peak_rss_mib"`
+	RSSAfterMiB float64    `json:"rss_after_mib"`
+	AvgBatch    float64    `json:"avg_commit_batch"`
+}
+
+type targetCheck struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Target string  `json:"target"`
+	Met    bool    `json:"met"`
+	Note   string  `json:"note,omitempty"`
+}
+
+type report struct {
+	Date              string         `json:"date"`
+	Host              string         `json:"host"`
+	CPU               string         `json:"cpu"`
+	Cores             int            `json:"cores"`
+	GoVersion         string         `json:"go_version"`
+	HookwardenVersion string         `json:"hookwarden_version"`
+	Settings          map[string]any `json:"settings"`
+	Ratios            []ratioRow     `json:"ratios"`
+	E2E               *e2eReport     `json:"e2e,omitempty"`
+	Sustained         *sustainReport `json:"sustained,omitempty"`
+	Redrive           *redriveReport `json:"redrive,omitempty"`
+	Burst             *burstReport   `json:"burst,omitempty"`
+	DB                *dbReport      `json:"database,omitempty"`
+	Profile           map[string]any `json:"profile,omitempty"`
+	Targets           []targetCheck  `json:"targets"`
+	Cells             []cell         `json:"cells"`
+}
+
+func newReport(o *options) *report {
+	host, _ := os.Hostname()
+	return &report{
+		Date: time.Now().UTC().Format(time.RFC3339), Host: host, CPU: cpuModel(), Cores: runtime.NumCPU(),
+		GoVersion: runtime.Version(),
+		Settings: map[string]any{"quick": o.quick, "conns": o.conns, "rounds": o.rounds,
+			"cell_duration": o.duration.String(), "warmup": o.warmup.String(), "dup_share": o.dup,
+			"body_bytes": o.body, "bodies": o.bodies, "e2e": o.e2e.String(), "sustain": o.sustain.String(),
+			"redrive": o.redrive, "burst": o.burst, "burst_conns": o.burstConns,
+			"delivery_concurrency": o.concurrency, "synchronous": "FULL"},
+	}
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func (r *report) row(conns, body int) *ratioRow {
+	for i := range r.Ratios {
+		if r.Ratios[i].Conns == conns && r.Ratios[i].BodyBytes == body {
+			return &r.Ratios[i]
+		}
+	}
+	return nil
+}
+
+// baseline64 is the baseline's acks/s at 64 connections with the matrix body.
+func (r *report) baseline64() float64 {
+	body, _ := r.Settings["body_bytes"].(int)
+	if row := r.row(64, body); row != nil {
+		return row.BaselineAcks
+	}
+	return 0
+}
+
+// evaluate checks the issue's targets against what was measured.
+func (r *report) evaluate() {
+	r.Targets = nil
+	add := func(t targetCheck) { r.Targets = append(r.Targets, t) }
+	body, _ := r.Settings["body_bytes"].(int)
+	if row := r.row(64, body); row != nil {
+		add(targetCheck{Name: "acks/s at 64 conns, ratio to baseline", Value: row.Ratio, Target: ">= 0.5", Met: row.Ratio >= 0.5})
+		add(targetCheck{Name: "p99 ack latency at 64 conns, ratio to baseline", Value: row.P99Ratio, Target: "<= 1.5", Met: row.P99Ratio > 0 && row.P99Ratio <= 1.5})
+	}
+	if e := r.E2E; e != nil {
+		add(targetCheck{Name: "end-to-end delivered events/s, ratio to baseline acks/s", Value: e.RatioBaseline, Target: ">= 0.25",
+			Met: e.RatioBaseline >= 0.25 && e.Delivered >= int(e.Distinct)})
+	}
+	if s := r.Sustained; s != nil {
+		add(targetCheck{Name: "sustained delivery at 0.25 of baseline, ratio delivered/baseline acks", Value: s.RatioBaseline,
+			Target: ">= 0.25 with the outbox bounded", Met: s.RatioBaseline >= 0.245 && s.Bounded,
+			Note: fmt.Sprintf("outbox max %.0f, at end %.0f, slope %.1f/s over the second half", s.MaxPending, s.EndPending, s.SecondHalfSlope)})
+	}
+	if b := r.Burst; b != nil {
+		add(targetCheck{Name: fmt.Sprintf("peak RSS under a %d-event burst at %d conns, MiB", b.Events, b.Conns), Value: b.PeakRSSMiB,
+			Target: "< 150", Met: b.PeakRSSMiB > 0 && b.PeakRSSMiB < 150})
+	}
+	if d := r.DB; d != nil && d.Events > 0 {
+		add(targetCheck{Name: "database bytes per accepted event over the body size", Value: round3(d.OverBody),
+			Target: "<= 600", Met: d.OverBody <= 600})
+		add(targetCheck{Name: "database bytes per claimed event after payload pruning", Value: round3(d.PrunedPerEvent),
+			Target: "<= 200", Met: d.PrunedPerEvent <= 200})
+	}
+}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "\n== results (%s, %s, %d cores, %s)\n", r.Date, r.CPU, r.Cores, r.GoVersion)
+	fmt.Fprintf(w, "%-6s %-7s %10s %10s %6s %8s %8s %8s %8s %6s %7s %9s %9s %8s\n",
+		"conns", "body", "base/s", "hw/s", "ratio", "b.p50", "hw.p50", "b.p99", "hw.p99", "p99x", "batch", "b.cpu/ack", "hw.cpu/ack", "hw.RSS")
+	for _, x := range r.Ratios {
+		fmt.Fprintf(w, "%-6d %-7d %10.0f %10.0f %6.2f %8.2f %8.2f %8.2f %8.2f %6.2f %7.1f %8.1fµs %8.1fµs %6.1fMiB\n",
+			x.Conns, x.BodyBytes, x.BaselineAcks, x.HookwardenAcks, x.Ratio, x.BaselineP50, x.HookwardenP50,
+			x.BaselineP99, x.HookwardenP99, x.P99Ratio, x.AvgBatch, x.BaselineCPU, x.HookwardenCPU, x.HookwardenRSS)
+	}
+	if e := r.E2E; e != nil {
+		fmt.Fprintf(w, "e2e: %d distinct events delivered in %.1fs from first send: %.0f events/s (%.2f of baseline); acks during it %.0f/s, p99 %.2f ms; max outbox %.0f; repeats %d\n",
+			e.Delivered, e.Seconds, e.EventsPerSec, e.RatioBaseline, e.Load.AcksPerSec, e.Load.P99, e.MaxPending, e.Repeats)
+	}
+	if s := r.Sustained; s != nil {
+		fmt.Fprintf(w, "sustained: offered %.0f req/s (%.0f new events/s) for %.0fs: delivered %.0f events/s (%.2f of baseline); outbox max %.0f, end %.0f, bounded %v\n",
+			s.OfferedRequestsPerSec, s.TargetEventsPerSec, s.Load.Seconds, s.EventsPerSec, s.RatioBaseline, s.MaxPending, s.EndPending, s.Bounded)
+	}
+	if d := r.Redrive; d != nil {
+		fmt.Fprintf(w, "redrive: %d processed events re-sent: %.0f acks/s (%.2f of baseline), p99 %.2f ms, %d duplicate answers, %d new deliveries\n",
+			d.Events, d.Load.AcksPerSec, d.RatioBaseline, d.Load.P99, d.Load.Duplicates, d.NewJobs)
+	}
+	if b := r.Burst; b != nil {
+		fmt.Fprintf(w, "burst: %d events at %d conns: %.0f acks/s, p99 %.2f ms, max %.1f ms, %d 503s; peak RSS %.1f MiB\n",
+			b.Events, b.Conns, b.Load.AcksPerSec, b.Load.P99, b.Load.Max, b.Load.Unavailable, b.PeakRSSMiB)
+	}
+	if d := r.DB; d != nil {
+		fmt.Fprintf(w, "database: %d events, %d bytes: %.0f bytes per event (%d B body + %.0f); after pruning payloads %.0f bytes per event\n",
+			d.Events, d.FileBytes, d.BytesPerEvent, d.BodyBytes, d.OverBody, d.PrunedPerEvent)
+	}
+	fmt.Fprintln(w, "\ntargets:")
+	for _, t := range r.Targets {
+		mark := "MET   "
+		if !t.Met {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(w, "  %s %-72s %10.3f  (target %s) %s\n", mark, t.Name, t.Value, t.Target, t.Note)
+	}
+}
+
+func (r *report) write(path string) error { return writeJSON(path, r) }

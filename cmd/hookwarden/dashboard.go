@@ -1,0 +1,34 @@
+package main
+
+import (
+	"time"
+
+	"github.com/hookwarden/hookwarden/internal/admin"
+)
+
+// newDashboard builds the admin dashboard on the running app: it reads the
+// configuration per request (so a reload shows at once), the counts of
+// refused requests from the metrics, and replays through the store.
+func (a *App) newDashboard(adm *admin.Admin, tokenSet bool) (*admin.Dashboard, error) {
+	o := admin.DashboardOptions{Store: a.Store, Authorized: adm.Authorized, TokenSet: tokenSet}
+	o.Sources = func() []admin.DashboardSource {
+		cfg := a.currentConfig()
+		out := make([]admin.DashboardSource, len(cfg.Sources))
+		for i, s := range cfg.Sources {
+			out[i] = admin.DashboardSource{Name: s.Name, ExpectWithin: s.ExpectWithin.D(), RetryHorizon: s.RetryHorizon.D(),
+				RetentionMargin: cfg.Retention.Claims.D() - s.RetryHorizon.D() - s.RedriveWindow.D()}
+		}
+		return out
+	}
+	o.Destinations = func() []string { return destinationNames(a.currentConfig()) }
+	o.Refused = func(source string, d time.Duration) (int, int) {
+		return a.Metrics.Recent(source, d, "unauthorized", "too_large", "bad_request", "method_not_allowed"),
+			a.Metrics.Recent(source, d, "unavailable")
+	}
+	o.CountingSince = a.Metrics.Started()
+	o.Notify = func(d ...string) { a.Workers.Notify(d...) }
+	o.Stale, o.MinClean = gapStale, defaultMinClean // as `gaps` and /api/gaps
+	o.Version = versionString()
+	o.Logger = a.log
+	return admin.NewDashboard(o)
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+)
+
+func init() { commands = append(commands, newEventsCmd) }
+
+func newEventsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "List and inspect recorded events (read-only; works on a copy with --db)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageErrorf("events: want a subcommand: list or show")
+		},
+	}
+	cmd.AddCommand(newEventsListCmd(g), newEventsShowCmd(g))
+	return cmd
+}
+
+func newEventsListCmd(g *globals) *cobra.Command {
+	var f sqlitestore.EventFilter
+	var status, since string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List events, newest first",
+		Long: `List events, newest first. An event's status comes from its jobs: dead if any
+destination dead-lettered it, pending if any delivery is still to do, delivered
+otherwise. --status quarantined lists authenticated requests that carried no
+event id instead (one line per distinct body, with a repeat count).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if f.Status, err = sqlitestore.ParseStatus(status); err != nil {
+				return usageErrorf("--status: %v", err)
+			}
+			if f.Limit < 1 {
+				return usageErrorf("--limit: want at least 1")
+			}
+			ctx := cmd.Context()
+			s, _, err := g.openStore(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if f.Since, err = sinceFlag(since, time.Now()); err != nil {
+				return err
+			}
+			items, next, err := s.ListEvents(ctx, f)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				for _, it := range items {
+					if err := writeJSONLine(g.stdout, it); err != nil {
+						return err
+					}
+				}
+			} else if f.Status == sqlitestore.StatusQuarantined {
+				printQuarantined(g.stdout, items)
+			} else {
+				printEvents(g.stdout, items)
+			}
+			if next != 0 {
+				fmt.Fprintf(g.stderr, "more: add --before %d for the next %d\n", next, f.Limit)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.Source, "source", "", "only this source")
+	fl.StringVar(&status, "status", "", "pending, delivered, dead or quarantined")
+	fl.StringVar(&f.Type, "type", "", `only this event type, or a prefix ending in "*" ("invoice.*")`)
+	fl.StringVar(&since, "since", "", "only events received in this last duration (90m, 7d)")
+	fl.IntVar(&f.Limit, "limit", sqlitestore.DefaultLimit, "at most this many")
+	fl.Int64Var(&f.Cursor, "before", 0, "continue a listing: only rows older than this ref")
+	fl.BoolVar(&asJSON, "json", false, "one JSON object per line")
+	return cmd
+}
+
+func printEvents(w io.Writer, items []sqlitestore.EventSummary) {
+	if len(items) == 0 {
+		fmt.Fprintln(w, "no events")
+		return
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "RECEIVED (UTC)\tSOURCE\tEVENT ID\tTYPE\tSTATUS\tDELIVERED\tRECEIPTS\tNOTE")
+	for _, e := range items {
+		var notes []string
+		if e.Dead > 0 {
+			notes = append(notes, plural(e.Dead, "dead letter", "dead letters"))
+		}
+		if e.Divergent {
+			notes = append(notes, "divergent duplicate")
+		}
+		if e.PayloadPruned {
+			notes = append(notes, "payload pruned")
+		}
+		if e.Jobs == 0 {
+			notes = append(notes, "no destination matched")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\n", fmtUTC(e.ClaimedAt), e.Source, oneLine(e.EventID, 48),
+			oneLine(e.Type, 40), e.Status, e.Delivered, e.Jobs, e.Receipts, strings.Join(notes, ", "))
+	}
+	tw.Flush()
+}
+
+func printQuarantined(w io.Writer, items []sqlitestore.EventSummary) {
+	if len(items) == 0 {
+		fmt.Fprintln(w, "no quarantined requests")
+		return
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "FIRST (UTC)\tLAST (UTC)\tSOURCE\tRECEIPT\tCOUNT\tREASON")
+	for _, e := range items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", fmtUTC(e.ClaimedAt), fmtUTC(e.LastAt), e.Source, e.Receipt, e.Count,
+			oneLine(e.Reason, 80))
+	}
+	tw.Flush()
+}
+
+func newEventsShowCmd(g *globals) *cobra.Command {
+	var asJSON, bodyOnly bool
+	cmd := &cobra.Command{
+		Use:   "show SOURCE EVENT_ID",
+		Short: "Show one event: raw body, headers, every receipt, every delivery attempt",
+		Long: `Show one event: its raw body, the headers and time of every request that carried
+it (the first and each duplicate), and every attempt to each destination.
+--body writes only the raw body bytes, exactly as received, to stdout.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON && bodyOnly {
+				return usageErrorf("--json and --body: choose one")
+			}
+			ctx := cmd.Context()
+			s, _, err := g.openStore(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			d, err := s.ShowEvent(ctx, args[0], args[1])
+			if errors.Is(err, hookwarden.ErrNotFound) {
+				return fmt.Errorf("no event %q from source %q in %s", args[1], args[0], s.Path())
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case bodyOnly:
+				if d.Body == nil {
+					return fmt.Errorf("the payload of %s/%s was pruned at %s (retention.payloads)", d.Source, d.EventID, fmtUTC(d.PrunedAt))
+				}
+				_, err = g.stdout.Write(d.Body)
+				return err
+			case asJSON:
+				return writeJSONLine(g.stdout, d)
+			}
+			printEventDetail(g.stdout, d)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "the whole event as one JSON object (bodies base64)")
+	cmd.Flags().BoolVar(&bodyOnly, "body", false, "write only the raw body, byte for byte")
+	return cmd
+}
+
+func printEventDetail(w io.Writer, d *sqlitestore.EventDetail) {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "event\t%s/%s\n", d.Source, d.EventID)
+	fmt.Fprintf(tw, "type\t%s\n", d.Type)
+	fmt.Fprintf(tw, "status\t%s (%d delivered, %d pending, %d dead of %s)\n", d.Status, d.Delivered, d.Pending, d.Dead,
+		plural(d.Jobs, "job", "jobs"))
+	fmt.Fprintf(tw, "claimed\t%s  (%s)\n", fmtUTC(d.ClaimedAt), fmtLocal(d.ClaimedAt))
+	fmt.Fprintf(tw, "idempotency key\t%s\n", hookwarden.IdempotencyKey(d.Source, d.EventID))
+	fmt.Fprintf(tw, "sha256\t%s\n", d.BodySHA256)
+	if d.Body == nil {
+		fmt.Fprintf(tw, "payload\tpruned at %s by retention.payloads (the claim is kept: duplicates are still recognised)\n",
+			fmtUTC(d.PrunedAt))
+	} else {
+		fmt.Fprintf(tw, "payload\t%s, %s\n", fmtBytes(int64(len(d.Body))), orDash(d.ContentType))
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nreceipts (%d)\n", len(d.ReceiptLog))
+	for _, r := range d.ReceiptLog {
+		kind := r.Kind
+		if r.Batch {
+			kind += " (in a batch)"
+		}
+		size := "same bytes as the first"
+		switch {
+		case !r.PrunedAt.IsZero():
+			size = "body pruned " + fmtUTC(r.PrunedAt)
+		case r.Body != nil:
+			size = fmtBytes(int64(len(r.Body)))
+		}
+		fmt.Fprintf(w, "  #%d  %s  %s  from %s  %s  sha256 %.16s\n", r.ID, kind, fmtUTC(r.ReceivedAt), r.RemoteAddr, size, r.BodySHA256)
+		names := make([]string, 0, len(r.Header))
+		for k := range r.Header {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			for _, v := range r.Header[k] {
+				fmt.Fprintf(w, "      %s: %s\n", k, v)
+			}
+		}
+		if r.Kind == "divergent" && r.Body != nil {
+			fmt.Fprintln(w, "      body (differs from the first):")
+			printBody(w, r.Body, "      ")
+		}
+	}
+
+	fmt.Fprintf(w, "\njobs (%d)\n", len(d.JobLog))
+	for _, j := range d.JobLog {
+		line := fmt.Sprintf("  #%d  %s  %s  attempts %d", j.ID, j.Destination, j.State, j.Attempts)
+		if j.DeadCount > 0 {
+			line += fmt.Sprintf("  dead-lettered %s", plural(j.DeadCount, "time", "times"))
+		}
+		switch {
+		case !j.FinishedAt.IsZero():
+			line += "  finished " + fmtUTC(j.FinishedAt)
+		case !j.LeasedUntil.IsZero():
+			line += "  in flight"
+		default:
+			line += "  next " + fmtUTC(j.NextAt)
+		}
+		if !j.ReplayedAt.IsZero() {
+			line += "  replayed " + fmtUTC(j.ReplayedAt)
+		}
+		fmt.Fprintln(w, line)
+		if j.LastError != "" && j.State != "delivered" {
+			fmt.Fprintf(w, "      last error: %s\n", oneLine(j.LastError, 200))
+		}
+		tw := newTable(w)
+		for _, a := range j.Log {
+			result := ""
+			if a.StatusCode != 0 {
+				result = fmt.Sprintf("HTTP %d", a.StatusCode)
+			}
+			if a.ExitCode != nil {
+				result = fmt.Sprintf("exit %d", *a.ExitCode)
+			}
+			extra := ""
+			if a.Error != "" {
+				extra = "error: " + oneLine(a.Error, 120)
+			} else if a.Response != "" {
+				extra = "response: " + oneLine(a.Response, 120)
+			}
+			fmt.Fprintf(tw, "      %d\t%s\t%s\t%s\t%s\t%s\n", a.Number, fmtUTC(a.StartedAt),
+				fmtDur(time.Duration(a.DurationMS*float64(time.Millisecond))), orDash(result), a.Verdict, extra)
+		}
+		tw.Flush()
+	}
+
+	if d.Body != nil {
+		fmt.Fprintf(w, "\nbody (%s):\n", fmtBytes(int64(len(d.Body))))
+		printBody(w, d.Body, "")
+	}
+}
+
+// printBody prints text bodies as they are and names binary ones.
+func printBody(w io.Writer, b []byte, indent string) {
+	if !utf8.Valid(b) || bytes.ContainsRune(b, 0) {
+		fmt.Fprintf(w, "%s(binary, %s: use --body > FILE)\n", indent, fmtBytes(int64(len(b))))
+		return
+	}
+	s := string(b)
+	if indent != "" {
+		s = indent + strings.ReplaceAll(s, "\n", "\n"+indent)
+	}
+	fmt.Fprint(w, s)
+	if !strings.HasSuffix(s, "\n") {
+		fmt.Fprintln(w)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

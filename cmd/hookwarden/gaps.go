@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookwarden/hookwarden/internal/config"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+)
+
+func init() { commands = append(commands, newGapsCmd) }
+
+// gapStale is how old the last run's heartbeat may be before gaps calls that
+// run dead: a few missed heartbeats, never one late tick.
+const gapStale = 5 * heartbeatEvery
+
+// defaultMinClean hides windows after a clean stop shorter than this: a
+// restart is not an outage.
+const defaultMinClean = 5 * time.Second
+
+// sourcePolicies is what gaps needs of the configured sources.
+func sourcePolicies(cfg *config.Config) []sqlitestore.SourcePolicy {
+	if cfg == nil {
+		return nil
+	}
+	var ps []sqlitestore.SourcePolicy
+	for _, s := range cfg.Sources {
+		ps = append(ps, sqlitestore.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon.D(), ExpectWithin: s.ExpectWithin.D()})
+	}
+	return ps
+}
+
+func newGapsCmd(g *globals) *cobra.Command {
+	var since string
+	var asJSON bool
+	var minClean time.Duration
+	cmd := &cobra.Command{
+		Use:   "gaps",
+		Short: "Outage windows of the receiver and silences of sources, flagged beyond the provider's retry horizon",
+		Long: `List every window in which no serve process was running on the database (from the
+run history: each run's start, heartbeats every 2s, and clean stop), and every
+silence longer than a source's expect_within. A window longer than a source's
+retry_horizon is flagged: events that provider sent in it may be lost for good.
+
+A window after a crash starts at the run's last heartbeat (up to 2s before it
+died) and is always listed; a window after a clean stop shorter than --min is a
+restart and is not. With --db and no configuration, only outages are listed,
+unflagged (the horizons are in the configuration).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opt := sqlitestore.GapOptions{MinClean: minClean, Stale: gapStale}
+			var err error
+			if opt.Since, err = sinceFlag(since, time.Now()); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			s, cfg, err := g.openStore(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			opt.Sources = sourcePolicies(cfg)
+			rep, err := s.Gaps(ctx, opt)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeGapsJSON(g.stdout, rep)
+			}
+			printGaps(g.stdout, rep, cfg != nil)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&since, "since", "", "only windows that ended in this last duration (7d, 12h)")
+	cmd.Flags().DurationVar(&minClean, "min", defaultMinClean, "hide windows after a clean stop shorter than this")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `one JSON object per line ("kind": "outage" or "silence")`)
+	return cmd
+}
+
+func writeGapsJSON(w io.Writer, rep sqlitestore.GapReport) error {
+	for _, o := range rep.Outages {
+		if err := writeJSONLine(w, struct {
+			Kind string `json:"kind"`
+			sqlitestore.Outage
+		}{"outage", o}); err != nil {
+			return err
+		}
+	}
+	for _, s := range rep.Silences {
+		if err := writeJSONLine(w, struct {
+			Kind string `json:"kind"`
+			sqlitestore.Silence
+		}{"silence", s}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printGaps(w io.Writer, rep sqlitestore.GapReport, haveConfig bool) {
+	if rep.Runs == 0 {
+		fmt.Fprintln(w, "no serve run recorded in this file")
+		return
+	}
+	lost := false
+	if len(rep.Outages) == 0 {
+		fmt.Fprintf(w, "no outage windows in %s\n", plural(rep.Runs, "recorded run", "recorded runs"))
+	} else {
+		fmt.Fprintf(w, "outage windows (receiver not running), from %s:\n", plural(rep.Runs, "recorded run", "recorded runs"))
+		tw := newTable(w)
+		fmt.Fprintln(tw, "START (UTC)\tEND (UTC)\tLENGTH\tENDED BY\tLOCAL TIME\tBEYOND RETRY HORIZON OF")
+		for _, o := range rep.Outages {
+			end, endLocal := fmtUTC(o.End), fmtLocal(o.End)
+			if o.Open {
+				end, endLocal = "now (open)", "now"
+			}
+			kind := "clean stop"
+			if o.Crash {
+				kind = "crash"
+			}
+			beyond := "-"
+			switch {
+			case !haveConfig:
+				beyond = "? (no configuration)"
+			case len(o.BeyondRetryHorizon) > 0:
+				beyond = strings.Join(o.BeyondRetryHorizon, ", ")
+				lost = true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s - %s\t%s\n", fmtUTC(o.Start), end, fmtDur(o.Length), kind,
+				fmtLocal(o.Start), endLocal, beyond)
+		}
+		tw.Flush()
+		if rep.Outages[len(rep.Outages)-1].Open {
+			fmt.Fprintln(w, "the last window is open: no serve has run on this file since (or this file is a copy)")
+		}
+	}
+	if len(rep.Silences) > 0 {
+		fmt.Fprintln(w, "\nsilences (no request for longer than the source's expect_within):")
+		tw := newTable(w)
+		fmt.Fprintln(tw, "SOURCE\tFROM (UTC)\tTO (UTC)\tLENGTH\tEXPECT WITHIN\tLOCAL TIME\tBEYOND RETRY HORIZON")
+		for _, s := range rep.Silences {
+			end, endLocal := fmtUTC(s.End), fmtLocal(s.End)
+			if s.Open {
+				end, endLocal = "now (open)", "now"
+			}
+			beyond := "no"
+			if s.BeyondRetryHorizon {
+				beyond, lost = "yes", true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s - %s\t%s\n", s.Source, fmtUTC(s.Start), end, fmtDur(s.Length),
+				fmtDur(s.ExpectWithin), fmtLocal(s.Start), endLocal, beyond)
+		}
+		tw.Flush()
+	}
+	if lost {
+		fmt.Fprintln(w, "\nbeyond the retry horizon: events sent in that window may be lost for good: tell the affected users")
+	}
+}

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"github.com/hookwarden/hookwarden/internal/admin"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+)
+
+// apiOptions wires the admin JSON API to the running app. The configuration
+// is read per request, so a reload is seen at once.
+func (a *App) apiOptions() admin.APIOptions {
+	return admin.APIOptions{
+		Store:        a.Store,
+		Sources:      func() []sqlitestore.SourcePolicy { return sourcePolicies(a.currentConfig()) },
+		Destinations: func() []string { return destinationNames(a.currentConfig()) },
+		Stale:        gapStale,
+		MinClean:     defaultMinClean,
+		Notify:       func(d ...string) { a.Workers.Notify(d...) },
+		Logger:       a.log,
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+// Shared plumbing of the operator commands: opening the database with or
+// without a configuration, tables, JSON lines, times, progress.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookwarden/hookwarden/internal/config"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+)
+
+// optionalConfig is the configuration for commands that need at most the
+// database path and the sources' metadata (horizons, names). With --db and
+// neither --config nor $HOOKWARDEN_CONFIG it is nil: offline forensics on a
+// copied file needs no configuration. Problems that only matter to serve
+// (a secret not resolvable in this shell) are ignored: `check` reports them.
+func (g *globals) optionalConfig() (*config.Config, error) {
+	if g.dbPath != "" && g.configPath == "" && os.Getenv("HOOKWARDEN_CONFIG") == "" {
+		return nil, nil
+	}
+	path, err := findConfig(g.configPath)
+	if err != nil {
+		return nil, err
+	}
+	cfg, _, err := loadConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if g.dbPath != "" {
+		cfg.Database.Path = g.dbPath
+	}
+	return cfg, nil
+}
+
+// openStore opens the database of --db or the configuration. readOnly opens
+// it with no writer and no migration (mode=ro): the file is never changed.
+func (g *globals) openStore(ctx context.Context, readOnly bool) (*sqlitestore.Store, *config.Config, error) {
+	cfg, err := g.optionalConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	path := g.dbPath
+	if cfg != nil {
+		path = cfg.Database.Path
+	}
+	if !readOnly {
+		// A write command (replay, prune) must not create an empty database
+		// from a mistyped path.
+		if _, err := os.Stat(path); err != nil {
+			return nil, nil, fmt.Errorf("open database: %w", err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{ReadOnly: readOnly, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, cfg, nil
+}
+
+func sourceNames(cfg *config.Config) []string {
+	if cfg == nil {
+		return nil
+	}
+	var names []string
+	for _, s := range cfg.Sources {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// sinceFlag turns a --since DURATION ("90m", "7d") into a point in time.
+func sinceFlag(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	d, err := config.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, usageErrorf("--since: %v", err)
+	}
+	return now.Add(-d.D()), nil
+}
+
+// writeJSONLine writes v as one line of JSON.
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// fmtUTC prints a time in UTC, to the second; "-" for none.
+func fmtUTC(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// fmtLocal prints a time in the machine's zone, for the human reading it.
+func fmtLocal(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05 MST")
+}
+
+// fmtDur prints a duration the way an operator reads it: 850ms, 12.3s, 4m05s, 3h12m, 2d4h.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+}
+
+// oneLine shortens s to n runes on one line, for table cells.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// progress shows how far a long operation is: a redrawn bar on a terminal,
+// a plain line every tenth of the way otherwise (logs, pipes, CI).
+type progress struct {
+	w     io.Writer
+	label string
+	tty   bool
+	last  time.Time
+	step  int // last tenth printed (plain mode)
+	drawn bool
+}
+
+func newProgress(w io.Writer, label string) *progress {
+	p := &progress{w: w, label: label, step: -1}
+	if f, ok := w.(*os.File); ok && isTerminal(f) {
+		p.tty = true
+	}
+	return p
+}
+
+// update reports done of total units; unit names them ("jobs", or "" for bytes).
+func (p *progress) update(done, total int64, unit string) {
+	if total <= 0 {
+		return
+	}
+	done = min(done, total)
+	count := fmt.Sprintf("%d/%d %s", done, total, unit)
+	if unit == "" {
+		count = fmtBytes(done) + " / " + fmtBytes(total)
+	}
+	if p.tty {
+		if done < total && time.Since(p.last) < 100*time.Millisecond {
+			return
+		}
+		p.last = time.Now()
+		const width = 30
+		fill := int(int64(width) * done / total)
+		bar := strings.Repeat("=", fill) + strings.Repeat(" ", width-fill)
+		if fill > 0 && fill < width {
+			bar = strings.Repeat("=", fill-1) + ">" + strings.Repeat(" ", width-fill)
+		}
+		fmt.Fprintf(p.w, "\r%s [%s] %3d%% %s", p.label, bar, 100*done/total, count)
+		p.drawn = true
+		if done == total {
+			fmt.Fprintln(p.w)
+			p.drawn = false
+		}
+		return
+	}
+	tenth := int(10 * done / total)
+	if tenth == p.step {
+		return
+	}
+	p.step = tenth
+	fmt.Fprintf(p.w, "%s: %s (%d%%)\n", p.label, count, 100*done/total)
+}
+
+// finish ends a bar that did not reach 100% (an error midway).
+func (p *progress) finish() {
+	if p.tty && p.drawn {
+		fmt.Fprintln(p.w)
+		p.drawn = false
+	}
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookwarden/hookwarden/internal/config"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+)
+
+func init() { commands = append(commands, newPruneCmd) }
+
+const (
+	// pruneFirst is when serve first applies retention after it starts, out
+	// of the way of start-up; pruneEvery is how often after that.
+	pruneFirst = time.Minute
+	pruneEvery = time.Hour
+)
+
+// retentionOf turns the configuration into the store's retention, refusing
+// a claims retention the dedup promise cannot live with.
+func retentionOf(cfg *config.Config) (sqlitestore.Retention, error) {
+	var bad []string
+	for _, p := range cfg.Validate() {
+		if !p.Warning && strings.HasPrefix(p.Path, "retention") {
+			bad = append(bad, p.String())
+		}
+	}
+	if len(bad) > 0 {
+		return sqlitestore.Retention{}, usageErrorf("refusing to prune:\n  %s", strings.Join(bad, "\n  "))
+	}
+	return sqlitestore.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D()}, nil
+}
+
+func newPruneCmd(g *globals) *cobra.Command {
+	var dryRun, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "prune [--dry-run]",
+		Short: "Apply retention now: payloads of finished events, then old claims (--dry-run prints what would go)",
+		Long: `Apply the two retention tiers now (serve also does it every hour):
+
+  retention.payloads  the raw bodies of events whose every delivery finished
+                      longer ago than this; the claim stays, so a late
+                      duplicate is still answered "duplicate"
+  retention.claims    events claimed and finished longer ago than this, with
+                      their receipts, jobs and attempts (the dedup memory)
+
+Dead letters, pending events and quarantined requests are never pruned: they are
+counted and listed as kept. Works in small batches; safe while serve runs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cfg, err := g.optionalConfig()
+			if err != nil {
+				return err
+			}
+			if cfg == nil {
+				return usageErrorf("prune needs the configuration (retention and the sources' horizons): pass --config with --db")
+			}
+			ret, err := retentionOf(cfg)
+			if err != nil {
+				return err
+			}
+			s, _, err := g.openStore(ctx, dryRun)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			res, err := s.Prune(ctx, sqlitestore.PruneOptions{Retention: ret, DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSONLine(g.stdout, res)
+			}
+			printPrune(g, cfg, res)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would go; change nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object")
+	return cmd
+}
+
+func printPrune(g *globals, cfg *config.Config, res sqlitestore.PruneResult) {
+	verb := "pruned"
+	deleted := "deleted"
+	if res.DryRun {
+		verb, deleted = "would prune", "would delete"
+	}
+	w := g.stdout
+	if res.ClaimCutoff.IsZero() {
+		fmt.Fprintln(w, "claims: retention.claims is off; nothing deleted")
+	} else {
+		fmt.Fprintf(w, "claims:   %s %s claimed and finished before %s (retention.claims %s)",
+			deleted, plural(res.EventsDeleted, "event", "events"), fmtUTC(res.ClaimCutoff), cfg.Retention.Claims)
+		if !res.DryRun && res.EventsDeleted > 0 {
+			fmt.Fprintf(w, ", with %s, %s and %s", plural(res.ReceiptsDeleted, "receipt", "receipts"),
+				plural(res.JobsDeleted, "job", "jobs"), plural(res.AttemptsDeleted, "attempt", "attempts"))
+		}
+		fmt.Fprintln(w)
+	}
+	if res.PayloadCutoff.IsZero() {
+		fmt.Fprintln(w, "payloads: retention.payloads is off; nothing pruned")
+		return
+	}
+	fmt.Fprintf(w, "payloads: %s %s (%s) of events finished before %s (retention.payloads %s)\n",
+		verb, plural(res.PayloadsPruned, "body", "bodies"), fmtBytes(res.PayloadBytes), fmtUTC(res.PayloadCutoff), cfg.Retention.Payloads)
+	if res.HeldDead+res.HeldPending+res.HeldQuarantined > 0 {
+		fmt.Fprintf(w, "kept on purpose, older than retention.payloads: %s with dead letters, %s still pending, %s\n"+
+			"  (resolve them: hookwarden dead list / replay; hookwarden events list --status quarantined)\n",
+			plural(res.HeldDead, "event", "events"), plural(res.HeldPending, "event", "events"),
+			plural(res.HeldQuarantined, "quarantined request", "quarantined requests"))
+	}
+}
+
+// pruneLoop applies retention inside serve: once shortly after start, then
+// every pruneEvery, in small batches through the writer.
+func (a *App) pruneLoop(ctx context.Context) {
+	defer a.wg.Done()
+	t := time.NewTimer(pruneFirst)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.pruneOnce(ctx)
+		t.Reset(pruneEvery)
+	}
+}
+
+func (a *App) pruneOnce(ctx context.Context) {
+	cfg := a.currentConfig()
+	ret := sqlitestore.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D()}
+	start := time.Now()
+	res, err := a.Store.Prune(ctx, sqlitestore.PruneOptions{Retention: ret})
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Error("retention failed; it is tried again next hour", "err", err)
+		}
+		return
+	}
+	if res.EventsDeleted > 0 || res.PayloadsPruned > 0 {
+		a.log.Info("retention applied", "payloads_pruned", res.PayloadsPruned, "payload_bytes", res.PayloadBytes,
+			"events_deleted", res.EventsDeleted, "took", time.Since(start).Round(time.Millisecond))
+	}
+	if res.HeldDead > 0 || res.HeldQuarantined > 0 {
+		a.log.Warn("kept past retention.payloads on purpose: dead letters and quarantined requests need a human",
+			"events_with_dead_letters", res.HeldDead, "pending_events", res.HeldPending, "quarantined", res.HeldQuarantined)
+	}
+}
+
+// currentConfig is the running configuration; Reload swaps it under reloadMu.
+func (a *App) currentConfig() *config.Config {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	return a.cfg
+}

@@ -1,0 +1,329 @@
+package admin
+
+// The JSON API of SPEC section 6, on the admin listener behind the token:
+//
+//	GET  /api/events                      ?source= &status= &type= &since= &limit= &cursor=
+//	GET  /api/events/{source}/{event_id}
+//	GET  /api/dead                        ?source= &destination= &since= &limit= &cursor=
+//	POST /api/replay                      {"source","event_ids"} | {"dead":true,...} | {"job_ids"}
+//	GET  /api/gaps                        ?since= &min=
+//	GET  /api/stats
+//
+// Lists answer {"items": [...], "next_cursor": "..."}; pass next_cursor back
+// as ?cursor= for the next page (absent on the last page).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/config"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+)
+
+// Store is what the API needs from the database; *sqlitestore.Store has it.
+type Store interface {
+	ListEvents(ctx context.Context, f sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error)
+	ShowEvent(ctx context.Context, source, eventID string) (*sqlitestore.EventDetail, error)
+	ListDead(ctx context.Context, f sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error)
+	Replay(ctx context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error)
+	Gaps(ctx context.Context, opt sqlitestore.GapOptions) (sqlitestore.GapReport, error)
+	Stats(ctx context.Context, sources, destinations []string) (sqlitestore.Stats, error)
+}
+
+var _ Store = (*sqlitestore.Store)(nil)
+
+// APIOptions configure the JSON API.
+type APIOptions struct {
+	Store Store
+	// Sources and Destinations return the running configuration's view; they
+	// are called per request, so a reload is seen at once. Either may be nil.
+	Sources      func() []sqlitestore.SourcePolicy
+	Destinations func() []string
+	// Stale and MinClean are passed to Gaps (see sqlitestore.GapOptions).
+	Stale, MinClean time.Duration
+	// Notify wakes the workers of the destinations a replay made due, so they
+	// do not wait for their next poll. Optional.
+	Notify func(destinations ...string)
+	Logger *slog.Logger
+	// Now is the clock of ?since= (default time.Now).
+	Now func() time.Time
+}
+
+// API serves the JSON API.
+type API struct{ o APIOptions }
+
+// maxReplayBody caps a POST /api/replay body.
+const maxReplayBody = 1 << 20
+
+// NewAPI returns the API; Register mounts it.
+func NewAPI(o APIOptions) *API {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &API{o: o}
+}
+
+// Register adds the routes to r, normally Admin.Router() (token-guarded).
+func (api *API) Register(r *mux.Router) {
+	r.HandleFunc("/api/events", api.events).Methods(http.MethodGet)
+	r.HandleFunc("/api/events/{source}/{event_id:.+}", api.event).Methods(http.MethodGet)
+	r.HandleFunc("/api/dead", api.dead).Methods(http.MethodGet)
+	r.HandleFunc("/api/replay", api.replay).Methods(http.MethodPost)
+	r.HandleFunc("/api/gaps", api.gaps).Methods(http.MethodGet)
+	r.HandleFunc("/api/stats", api.stats).Methods(http.MethodGet)
+}
+
+// page is the shape of every list answer.
+type page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+func newPage[T any](items []T, next int64) page[T] {
+	p := page[T]{Items: items}
+	if p.Items == nil {
+		p.Items = []T{}
+	}
+	if next != 0 {
+		p.NextCursor = strconv.FormatInt(next, 10)
+	}
+	return p
+}
+
+// badRequest is a client error whose message is safe to show.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
+
+// fail answers an error: the client's own mistakes are explained, internal
+// ones are logged and answered without details.
+func (api *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var br *badRequest
+	switch {
+	case errors.As(err, &br):
+		WriteJSON(w, http.StatusBadRequest, map[string]string{"status": "bad_request", "error": br.msg})
+	case errors.Is(err, hookwarden.ErrNotFound):
+		WriteJSON(w, http.StatusNotFound, map[string]string{"status": "not_found"})
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer.
+	default:
+		api.o.Logger.Error("admin api", "path", r.URL.Path, "err", err)
+		WriteJSON(w, http.StatusInternalServerError, map[string]string{"status": "error"})
+	}
+}
+
+type query struct {
+	r   *http.Request
+	err error
+}
+
+func (q *query) str(name string) string { return q.r.URL.Query().Get(name) }
+
+func (q *query) int64(name string) int64 {
+	s := q.str(name)
+	if s == "" || q.err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		q.err = badf("%s: want a non-negative integer", name)
+	}
+	return n
+}
+
+// since reads a duration ("90m", "7d") and returns now minus it.
+func (q *query) since(name string, now time.Time) time.Time {
+	d := q.duration(name)
+	if d == 0 {
+		return time.Time{}
+	}
+	return now.Add(-d)
+}
+
+func (q *query) duration(name string) time.Duration {
+	s := q.str(name)
+	if s == "" || q.err != nil {
+		return 0
+	}
+	d, err := config.ParseDuration(s)
+	if err != nil {
+		q.err = badf("%s: %v", name, err)
+	}
+	return d.D()
+}
+
+func (api *API) events(w http.ResponseWriter, r *http.Request) {
+	q := &query{r: r}
+	status, err := sqlitestore.ParseStatus(q.str("status"))
+	if err != nil {
+		api.fail(w, r, badf("status: %v", err))
+		return
+	}
+	f := sqlitestore.EventFilter{Source: q.str("source"), Type: q.str("type"), Status: status,
+		Since: q.since("since", api.o.Now()), Limit: int(q.int64("limit")), Cursor: q.int64("cursor")}
+	if q.err != nil {
+		api.fail(w, r, q.err)
+		return
+	}
+	items, next, err := api.o.Store.ListEvents(r.Context(), f)
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, newPage(items, next))
+}
+
+func (api *API) event(w http.ResponseWriter, r *http.Request) {
+	v := mux.Vars(r)
+	d, err := api.o.Store.ShowEvent(r.Context(), v["source"], v["event_id"])
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, d)
+}
+
+func (api *API) dead(w http.ResponseWriter, r *http.Request) {
+	q := &query{r: r}
+	f := sqlitestore.DeadFilter{Source: q.str("source"), Destination: q.str("destination"),
+		Since: q.since("since", api.o.Now()), Limit: int(q.int64("limit")), Cursor: q.int64("cursor")}
+	if q.err != nil {
+		api.fail(w, r, q.err)
+		return
+	}
+	items, next, err := api.o.Store.ListDead(r.Context(), f)
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, newPage(items, next))
+}
+
+// replayRequest is the body of POST /api/replay.
+type replayRequest struct {
+	Source      string   `json:"source"`
+	EventIDs    []string `json:"event_ids"`
+	Dead        bool     `json:"dead"`
+	JobIDs      []int64  `json:"job_ids"`
+	Destination string   `json:"destination"`
+	Since       string   `json:"since"` // with dead: a duration, "7d"
+	Force       bool     `json:"force"`
+}
+
+func (api *API) replay(w http.ResponseWriter, r *http.Request) {
+	// The dashboard authenticates with a cookie, so this state-changing
+	// route must not be reachable from another site's form: a form cannot
+	// send application/json without a CORS preflight, which is never granted,
+	// and browsers say when a request is cross-site.
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		WriteJSON(w, http.StatusForbidden, map[string]string{"status": "forbidden", "error": "cross-site request"})
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		WriteJSON(w, http.StatusUnsupportedMediaType, map[string]string{"status": "bad_request", "error": "want Content-Type: application/json"})
+		return
+	}
+	var req replayRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxReplayBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		api.fail(w, r, badf("body: %v", err))
+		return
+	}
+	sel := sqlitestore.ReplaySelector{Source: req.Source, EventIDs: req.EventIDs, Dead: req.Dead, JobIDs: req.JobIDs,
+		Destination: req.Destination}
+	n := 0
+	for _, b := range []bool{req.Dead, len(req.EventIDs) > 0, len(req.JobIDs) > 0} {
+		if b {
+			n++
+		}
+	}
+	switch {
+	case n != 1:
+		api.fail(w, r, badf(`want exactly one of "dead": true, "event_ids" (with "source") or "job_ids"`))
+		return
+	case len(req.EventIDs) > 0 && req.Source == "":
+		api.fail(w, r, badf(`"event_ids" need "source"`))
+		return
+	case req.Since != "" && !req.Dead:
+		api.fail(w, r, badf(`"since" goes with "dead"`))
+		return
+	}
+	if req.Since != "" {
+		d, err := config.ParseDuration(req.Since)
+		if err != nil {
+			api.fail(w, r, badf("since: %v", err))
+			return
+		}
+		sel.Since = api.o.Now().Add(-d.D())
+	}
+	// A replay in flight finishes even if the client disconnects: its
+	// batches are committed one by one and a half-done replay is confusing.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
+	defer cancel()
+	res, err := api.o.Store.Replay(ctx, sel, sqlitestore.ReplayOptions{Force: req.Force})
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	if api.o.Notify != nil && len(res.Destinations) > 0 {
+		api.o.Notify(res.Destinations...)
+	}
+	api.o.Logger.Info("replay from the admin API", "selected", res.Selected, "replayed", res.Replayed,
+		"skipped", len(res.Skipped), "remote", r.RemoteAddr)
+	WriteJSON(w, http.StatusOK, res)
+}
+
+func (api *API) gaps(w http.ResponseWriter, r *http.Request) {
+	q := &query{r: r}
+	opt := sqlitestore.GapOptions{Since: q.since("since", api.o.Now()), MinClean: api.o.MinClean, Stale: api.o.Stale}
+	if d := q.duration("min"); d > 0 {
+		opt.MinClean = d
+	}
+	if q.err != nil {
+		api.fail(w, r, q.err)
+		return
+	}
+	if api.o.Sources != nil {
+		opt.Sources = api.o.Sources()
+	}
+	rep, err := api.o.Store.Gaps(r.Context(), opt)
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, rep)
+}
+
+func (api *API) stats(w http.ResponseWriter, r *http.Request) {
+	var sources, dests []string
+	if api.o.Sources != nil {
+		for _, s := range api.o.Sources() {
+			sources = append(sources, s.Name)
+		}
+	}
+	if api.o.Destinations != nil {
+		dests = api.o.Destinations()
+	}
+	st, err := api.o.Store.Stats(r.Context(), sources, dests)
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, st)
+}

@@ -1,0 +1,298 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/admin"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+)
+
+// fakeDashStore is a DashboardStore made of function fields; nil ones
+// answer empty.
+type fakeDashStore struct {
+	outbox func(ctx context.Context, dests []string) ([]hookwarden.OutboxStat, error)
+	dead   func(ctx context.Context, f sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error)
+	events func(ctx context.Context, f sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error)
+	gaps   func(ctx context.Context, opt sqlitestore.GapOptions) (sqlitestore.GapReport, error)
+	replay func(ctx context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error)
+}
+
+var _ admin.DashboardStore = (*fakeDashStore)(nil)
+
+func (f *fakeDashStore) OutboxStats(ctx context.Context, dests []string) ([]hookwarden.OutboxStat, error) {
+	if f.outbox == nil {
+		return nil, nil
+	}
+	return f.outbox(ctx, dests)
+}
+
+func (f *fakeDashStore) LastAccepted(context.Context, []string) (map[string]time.Time, error) {
+	return map[string]time.Time{}, nil
+}
+
+func (f *fakeDashStore) RecentCounts(context.Context, []string, time.Time, time.Time) (map[string][2]sqlitestore.WindowCounts, error) {
+	return map[string][2]sqlitestore.WindowCounts{"stripe": {{Accepted: 7, Duplicates: 2}, {Accepted: 70, Duplicates: 20}}}, nil
+}
+
+func (f *fakeDashStore) ListDead(ctx context.Context, fl sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error) {
+	if f.dead == nil {
+		return nil, 0, nil
+	}
+	return f.dead(ctx, fl)
+}
+
+func (f *fakeDashStore) ListEvents(ctx context.Context, fl sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error) {
+	if f.events == nil {
+		return nil, 0, nil
+	}
+	return f.events(ctx, fl)
+}
+
+func (f *fakeDashStore) Gaps(ctx context.Context, opt sqlitestore.GapOptions) (sqlitestore.GapReport, error) {
+	if f.gaps == nil {
+		return sqlitestore.GapReport{}, nil
+	}
+	return f.gaps(ctx, opt)
+}
+
+func (f *fakeDashStore) Replay(ctx context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error) {
+	if f.replay == nil {
+		return sqlitestore.ReplayResult{}, errors.New("no replay")
+	}
+	return f.replay(ctx, sel, opt)
+}
+
+type dashFixture struct {
+	t     *testing.T
+	store *fakeDashStore
+	srv   *httptest.Server
+}
+
+// setupDashboard serves the admin handler with the dashboard mounted as
+// cmd/hookwarden mounts it, on a fake store.
+func setupDashboard(t *testing.T, token string) *dashFixture {
+	t.Helper()
+	f := &dashFixture{t: t, store: &fakeDashStore{}}
+	log := slog.New(slog.DiscardHandler)
+	adm := admin.New(admin.Options{Token: token, Logger: log})
+	d, err := admin.NewDashboard(admin.DashboardOptions{
+		Store: f.store,
+		Sources: func() []admin.DashboardSource {
+			return []admin.DashboardSource{{Name: "stripe", ExpectWithin: time.Hour, RetryHorizon: 72 * time.Hour,
+				RetentionMargin: -24 * time.Hour}}
+		},
+		Destinations:  func() []string { return []string{"stripe/app"} },
+		Refused:       func(string, time.Duration) (int, int) { return 3, 1 },
+		CountingSince: time.Now().Add(-2 * time.Hour),
+		Authorized:    adm.Authorized,
+		TokenSet:      token != "",
+		Logger:        log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Register(adm.Router())
+	f.srv = httptest.NewServer(d.Front(adm))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *dashFixture) get(path string) (int, string) {
+	f.t.Helper()
+	resp, err := http.Get(f.srv.URL + path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var formTokenRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// post submits a same-origin form and returns the status and the redirect.
+func (f *dashFixture) post(path string, form url.Values) (int, string) {
+	f.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Location")
+}
+
+func (f *dashFixture) formToken() string {
+	f.t.Helper()
+	_, page := f.get("/")
+	m := formTokenRE.FindStringSubmatch(page)
+	if m == nil {
+		f.t.Fatalf("no form token in:\n%s", page)
+	}
+	return m[1]
+}
+
+func TestDashboardRendersEverySection(t *testing.T) {
+	f := setupDashboard(t, "")
+	now := time.Now()
+	f.store.outbox = func(context.Context, []string) ([]hookwarden.OutboxStat, error) {
+		return []hookwarden.OutboxStat{{Destination: "stripe/app", Pending: 12, OldestPendingAge: 45 * time.Minute, Dead: 2}}, nil
+	}
+	f.store.dead = func(_ context.Context, fl sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error) {
+		if fl.Limit <= 0 || fl.Limit > 100 {
+			t.Errorf("dead letters asked with limit %d: want a bounded page", fl.Limit)
+		}
+		return []sqlitestore.DeadLetter{
+			{JobID: 41, Source: "stripe", EventID: `evt_<script>alert(1)</script>`, Destination: "stripe/app",
+				Attempts: 1, DeadCount: 1, LastError: "HTTP 422 Unprocessable Entity", DeadAt: now.Add(-time.Minute)},
+			{JobID: 42, Source: "stripe", EventID: "evt_thrice", Destination: "stripe/app",
+				Attempts: 12, DeadCount: 3, LastError: "giving up after 12 attempts", DeadAt: now},
+		}, 7, nil
+	}
+	f.store.events = func(_ context.Context, fl sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error) {
+		if fl.Status != sqlitestore.StatusQuarantined {
+			t.Errorf("events asked with status %q, want quarantined", fl.Status)
+		}
+		return []sqlitestore.EventSummary{{Source: "stripe", Receipt: 9, Reason: "no event id found", Count: 4, LastAt: now}}, 0, nil
+	}
+	f.store.gaps = func(context.Context, sqlitestore.GapOptions) (sqlitestore.GapReport, error) {
+		return sqlitestore.GapReport{Outages: []sqlitestore.Outage{{Start: now.Add(-5 * 24 * time.Hour), End: now.Add(-4 * 24 * time.Hour),
+			Length: 24 * time.Hour, Crash: true, BeyondRetryHorizon: []string{"github"}}}}, nil
+	}
+	code, page := f.get("/")
+	if code != http.StatusOK {
+		t.Fatalf("GET /: %d", code)
+	}
+	for _, want := range []string{
+		"(2 dead) Hookwarden",                       // the title counts dead letters
+		"evt_&lt;script&gt;alert(1)&lt;/script&gt;", // provider data is escaped
+		`name="job" value="41"`, ">Replay</button>", // one button per dead letter
+		`name="force" value="1"`, "Replay anyway", // three strikes: the forced button
+		"Replay all 2 for stripe/app",                         // the bulk button
+		"The newest 2 are shown",                              // more than one page
+		`<td class="n">12</td>`, `<td class="n bad">45m</td>`, // outbox depth, stale age
+		`<td class="n">7</td><td class="n">2</td><td class="n">3</td>`,   // last hour
+		`<td class="n">70</td><td class="n">20</td><td class="n">3</td>`, // last day
+		"1 request(s) answered 503", "below zero", "silent too long",     // source warnings
+		"no event id found", "after a crash", "retry horizon of github", // quarantine, outage
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<script>") {
+		t.Error("unescaped provider data in the page")
+	}
+}
+
+func TestDashboardShowsWhatItCouldNotRead(t *testing.T) {
+	f := setupDashboard(t, "")
+	f.store.dead = func(context.Context, sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error) {
+		return nil, 0, errors.New("database is locked")
+	}
+	code, page := f.get("/")
+	if code != http.StatusOK || !strings.Contains(page, "Could not read: dead letters") {
+		t.Fatalf("a failed section: %d, want 200 and the failure named", code)
+	}
+	if strings.Contains(page, "database is locked") {
+		t.Error("an internal error reached the page")
+	}
+}
+
+func TestDashboardReplayGoesThroughStoreReplay(t *testing.T) {
+	f := setupDashboard(t, "")
+	var got []sqlitestore.ReplaySelector
+	var forced []bool
+	f.store.replay = func(_ context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error) {
+		got, forced = append(got, sel), append(forced, opt.Force)
+		if len(sel.JobIDs) == 1 && sel.JobIDs[0] == 42 && !opt.Force {
+			return sqlitestore.ReplayResult{Selected: 1, Skipped: []sqlitestore.ReplaySkip{{JobID: 42, Reason: sqlitestore.SkipNeedsForce}}}, nil
+		}
+		return sqlitestore.ReplayResult{Selected: 1, Replayed: 1, Destinations: []string{"stripe/app"}}, nil
+	}
+	f.store.dead = func(context.Context, sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error) {
+		return []sqlitestore.DeadLetter{{JobID: 41, Source: "stripe", EventID: "evt_1", Destination: "stripe/app", DeadCount: 1}}, 0, nil
+	}
+	tok := f.formToken()
+	for _, c := range []struct {
+		form url.Values
+		loc  string
+	}{
+		{url.Values{"job": {"41"}}, "/?replayed=1"},
+		{url.Values{"job": {"42"}}, "/?reason=needs_force&replayed=0&skipped=1"},
+		{url.Values{"job": {"42"}, "force": {"1"}}, "/?replayed=1"},
+		{url.Values{"all": {"1"}, "destination": {"stripe/app"}}, "/?replayed=1"},
+	} {
+		c.form.Set("csrf", tok)
+		if code, loc := f.post("/dashboard/replay", c.form); code != http.StatusSeeOther || loc != c.loc {
+			t.Errorf("replay %v: %d %q, want 303 %q", c.form, code, loc, c.loc)
+		}
+	}
+	want := []sqlitestore.ReplaySelector{{JobIDs: []int64{41}}, {JobIDs: []int64{42}}, {JobIDs: []int64{42}},
+		{Dead: true, Destination: "stripe/app"}}
+	if len(got) != len(want) {
+		t.Fatalf("replays: %+v", got)
+	}
+	for i := range want {
+		if got[i].Dead != want[i].Dead || got[i].Destination != want[i].Destination ||
+			len(got[i].JobIDs) != len(want[i].JobIDs) || (len(want[i].JobIDs) == 1 && got[i].JobIDs[0] != want[i].JobIDs[0]) {
+			t.Errorf("replay %d selected %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if forced[1] || !forced[2] {
+		t.Errorf("force = %v: only the explicit Replay anyway may force", forced)
+	}
+	_, page := f.get("/?reason=needs_force&replayed=0&skipped=1")
+	if !strings.Contains(page, "1 not replayed: dead-lettered 3 times or more") {
+		t.Error("the skip reason is not explained")
+	}
+	if _, page = f.get("/?replayed=1&reason=%3Cb%3Einjected"); strings.Contains(page, "injected") {
+		t.Error("text from the URL is shown on the page")
+	}
+	if code, _ := f.post("/dashboard/replay", url.Values{"csrf": {tok}, "job": {"x"}}); code != http.StatusBadRequest {
+		t.Errorf("bad job id: %d, want 400", code)
+	}
+}
+
+func TestDashboardWithTokenNeedsLogin(t *testing.T) {
+	f := setupDashboard(t, "s3cr3t-token")
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(f.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+		t.Errorf("GET / without token: %d %q, want 303 /login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if code, _ := f.post("/dashboard/replay", url.Values{"job": {"1"}}); code != http.StatusUnauthorized {
+		t.Errorf("replay without token: %d, want 401", code)
+	}
+	if code, css := f.get("/dashboard.css"); code != http.StatusOK || !strings.Contains(css, "body") {
+		t.Errorf("stylesheet without token: %d", code)
+	}
+	if code, page := f.get("/login"); code != http.StatusOK || !strings.Contains(page, `type="password"`) {
+		t.Errorf("login form: %d", code)
+	}
+}
+
+func TestDashboardDuration(t *testing.T) {
+	// Through the page: the retention margin of -24h is printed as "-1d".
+	f := setupDashboard(t, "")
+	if _, page := f.get("/"); !strings.Contains(page, "claims retention margin -1d") {
+		t.Error(`negative margin not printed as "-1d"`)
+	}
+}

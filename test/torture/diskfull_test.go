@@ -1,0 +1,217 @@
+package torture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fill writes a filler file until the file system says ENOSPC, in shrinking
+// chunks, so that not even a page is left. It returns the bytes written.
+func fill(t testing.TB, path string) int64 {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n int64
+	for chunk := 1 << 20; chunk >= 512; chunk /= 2 {
+		buf := make([]byte, chunk)
+		for i := range buf {
+			buf[i] = 0xA5 // not zeros: a file system may not store zero pages
+		}
+		for {
+			w, err := f.Write(buf)
+			n += int64(w)
+			if err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("fill: %v", err)
+				}
+				break
+			}
+		}
+	}
+	_ = f.Sync()
+	return n
+}
+
+// TestDiskFull is promise 5 (honest status codes) and promise 1 on a full
+// disk: the database is on a small tmpfs filled to the last byte by a filler
+// file. While it is full, every answer must be 503 with Retry-After unless
+// the event really was recorded (SQLite can still commit into room left in
+// its WAL file; such a 200 is honest, and is checked: its claim must be in
+// the file and it must be delivered). Nothing acknowledged before may be
+// damaged (integrity_check, every claim present), and once the filler is
+// deleted the same process, without a restart, accepts again.
+func TestDiskFull(t *testing.T) {
+	sc := setup(t)
+	requireRoot(t)
+	r := newRow(t, "disk full (tmpfs "+sc.diskSize+")")
+	work := t.TempDir()
+	data := filepath.Join(work, "data")
+	mountTmpfs(t, data, sc.diskSize)
+	db := filepath.Join(data, "hw.db")
+	app := newDestApp(t)
+	srv := newServer(t, work, serverConfig{DBPath: db, DestURL: app.url()})
+	srv.start()
+	pid := srv.pid()
+	p := newProvider(t, srv.url(), 8)
+	ctx := context.Background()
+
+	var (
+		while200, filling200, while503, noRetryAfter, other, notReady int
+		resentAccepted, resentDuplicate                               int
+		fillBytes                                                     int64
+		mu                                                            sync.Mutex
+		phase                                                         atomic.Int32 // 0 normal, 1 filling, 2 full
+	)
+	// Every answer while the disk is (being) filled is counted; 200s must
+	// be recorded, which settle and missingIDs check at the end.
+	p.observe = func(id string, a answer) {
+		ph := phase.Load()
+		if ph == 0 || a.Err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch a.Code {
+		case 200:
+			if ph == 1 {
+				filling200++
+			} else {
+				while200++
+			}
+		case 503:
+			while503++
+			if a.RetryAfter == "" {
+				noRetryAfter++
+			}
+		default:
+			other++
+			t.Errorf("while full: %s: HTTP %d %q", id, a.Code, a.Status)
+		}
+	}
+	for cycle := 0; cycle < sc.diskCycles; cycle++ {
+		// Normal traffic first: these acknowledgements must survive.
+		p.run(ctx, 8, 300, 0, nil, fmt.Sprintf("before%d", cycle), 1000)
+
+		// The disk fills up under load: a provider keeps sending (and
+		// retrying) from before the fill until after the space is freed.
+		bg, stopBG := context.WithCancel(ctx)
+		var load sync.WaitGroup
+		load.Go(func() { p.run(bg, 4, 0, 200, nil, fmt.Sprintf("load%d", cycle), 1000) })
+		time.Sleep(300 * time.Millisecond)
+		phase.Store(1)
+		filler := filepath.Join(data, "filler")
+		fillBytes += fill(t, filler)
+		phase.Store(2)
+		r.Faults++
+
+		// Full: new events, each sent once, 4 at a time, until 200 answers
+		// of 503 were seen (or 10 s passed). The provider retries them later.
+		var refused []string
+		var seen503 atomic.Int64
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		deadline := time.Now().Add(10 * time.Second)
+		for w := 0; w < 4; w++ {
+			wg.Go(func() {
+				for seen503.Load() < 200 && time.Now().Before(deadline) {
+					i := next.Add(1)
+					id := fmt.Sprintf("evt_full%d_%07d", cycle, i)
+					body := eventBody(id, "torture.full", int(i), 1000)
+					ev := p.register(id, body)
+					a := p.attempt(ctx, id, body)
+					p.observe(id, a)
+					mu.Lock()
+					ev.Attempts++
+					switch a.Code {
+					case 200:
+						ev.Acked, ev.Status = true, a.Status
+					case 503:
+						seen503.Add(1)
+						refused = append(refused, id)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if ok, _ := srv.ready(); !ok {
+			notReady++
+		}
+		if !srv.running() || srv.pid() != pid {
+			t.Fatalf("the server died while the disk was full; log:\n%s", logTail(srv.logPath, 30))
+		}
+		if seen503.Load() == 0 {
+			t.Errorf("cycle %d: the disk was full and no request was answered 503", cycle)
+		}
+		// Nothing acknowledged is damaged, even now.
+		if ic := integrityCheck(t, db); ic != "ok" {
+			t.Errorf("cycle %d: integrity_check while full: %s", cycle, ic)
+		}
+		if n, first := missingIDs(t, db, p.ackedIDs()); n > 0 {
+			t.Errorf("cycle %d: while full, %d acknowledged events have no claim (first %v)", cycle, n, first)
+		}
+
+		// Free the space: the same process accepts again.
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+		phase.Store(0)
+		if !waitFor(15*time.Second, func() bool { ok, _ := srv.ready(); return ok }) {
+			_, why := srv.ready()
+			t.Fatalf("cycle %d: not ready 15s after space was freed: %s", cycle, why)
+		}
+		// The provider retries what was refused: it must now be recorded,
+		// as new (a 503 that had in fact recorded the event would come back
+		// as a duplicate: not a lost event, but a dishonest answer).
+		for _, id := range refused {
+			p.mu.Lock()
+			body := p.events[id].Body
+			p.mu.Unlock()
+			a := p.deliver(ctx, id, body, nil)
+			switch a.Status {
+			case "accepted":
+				resentAccepted++
+			case "duplicate":
+				resentDuplicate++
+			}
+		}
+		p.run(ctx, 8, 100, 0, nil, fmt.Sprintf("after%d", cycle), 1000)
+		stopBG()
+		load.Wait()
+		if srv.pid() != pid {
+			t.Fatal("the server was restarted")
+		}
+	}
+	if noRetryAfter > 0 {
+		t.Errorf("%d answers 503 without Retry-After", noRetryAfter)
+	}
+	if resentDuplicate > 0 {
+		t.Errorf("%d events answered 503 while full were in fact recorded (their retry was a duplicate)", resentDuplicate)
+	}
+	o := settle(t, p, app, 60*time.Second)
+	m := srv.mustMetrics()
+	srv.stop()
+	o.checkClaims(t, p, db)
+	o.check(t, r)
+	ic := integrityCheck(t, db)
+	if ic != "ok" {
+		t.Errorf("integrity_check at the end: %s", ic)
+	}
+	// A 200 while full is honest only if recorded: every one is checked by
+	// missingIDs and settle above, so the wrong 200s are the lost ones.
+	r.figure("while filling and full: %d×503 (all with Retry-After), %d×200 while filling and %d×200 once full (each one recorded), %d other, wrong 200s %d; "+
+		"readyz not ready in %d/%d cycles; refused then resent: %d accepted, %d duplicate; %d commit errors; integrity_check %s; filler %.1f MiB",
+		while503, filling200, while200, other, max(o.Lost, o.Unclaimed), notReady, sc.diskCycles, resentAccepted, resentDuplicate,
+		int(m[mCommitErrs]), ic, float64(fillBytes)/(1<<20))
+}

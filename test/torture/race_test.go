@@ -1,0 +1,5 @@
+//go:build race
+
+package torture
+
+func init() { raceEnabled = true }
