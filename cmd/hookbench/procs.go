@@ -27,7 +27,9 @@ type server struct {
 	dir       string // hookwarden: its work directory (config, database, log)
 	dbPath    string
 	logPath   string
-	done      chan error
+	done      chan struct{} // closed when the process has exited
+	waitErr   error         // its exit status, once done is closed
+	onExit    func()
 	cpu0      float64
 }
 
@@ -59,8 +61,14 @@ func (s *server) start(ctx context.Context, cmd *exec.Cmd) error {
 		return fmt.Errorf("start %s: %w", s.name, err)
 	}
 	children[s] = true
-	s.done = make(chan error, 1)
-	go func() { s.done <- cmd.Wait() }()
+	s.done = make(chan struct{})
+	go func() {
+		s.waitErr = cmd.Wait()
+		if s.onExit != nil {
+			s.onExit()
+		}
+		close(s.done)
+	}()
 	return nil
 }
 
@@ -110,7 +118,7 @@ database:
 limits:
   max_body_bytes: %d
 log:
-  level: info
+  level: info   # the default: every delivery is logged
   format: json
 sources:
   - name: bench
@@ -157,11 +165,11 @@ func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 	cmd := exec.Command(o.bin, args...)
 	cmd.Env = append(os.Environ(), "HOOKBENCH_SECRET="+o.secret)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	s.onExit = func() { logf.Close() }
 	if err := s.start(ctx, cmd); err != nil {
 		logf.Close()
 		return nil, err
 	}
-	go func() { <-s.done; logf.Close() }()
 	if err := waitHTTP(ctx, "http://"+admin+"/readyz", s.done); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("hookwarden: %w (log: %s)", err, tail(s.logPath))
@@ -171,13 +179,13 @@ func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 }
 
 // waitHTTP polls url until it answers 200, the process exits or 20 s pass.
-func waitHTTP(ctx context.Context, url string, exited <-chan error) error {
+func waitHTTP(ctx context.Context, url string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(20 * time.Second)
 	c := &http.Client{Timeout: time.Second}
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("exited before ready: %v", err)
+		case <-exited:
+			return errors.New("exited before ready")
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -200,19 +208,27 @@ func (s *server) stop() error {
 		return nil
 	}
 	defer delete(children, s)
+	select {
+	case <-s.done:
+		return s.exitError()
+	default:
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-s.done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("%s exited: %v", s.name, err)
-		}
-		return err
+	case <-s.done:
+		return s.exitError()
 	case <-time.After(60 * time.Second):
 		_ = s.cmd.Process.Kill()
 		<-s.done
 		return fmt.Errorf("%s: killed after 60s without stopping", s.name)
 	}
+}
+
+func (s *server) exitError() error {
+	if s.waitErr != nil {
+		return fmt.Errorf("%s: %w", s.name, s.waitErr)
+	}
+	return nil
 }
 
 // procStatus reads a field of /proc/PID/status in kB (VmHWM: peak RSS).
