@@ -167,7 +167,7 @@ func (s *Store) OutboxStats(ctx context.Context, destinations []string) ([]hookw
 	}
 	now := s.now()
 	rows, err := s.rdb.QueryContext(ctx, `
-SELECT destination, 'p', count(*), min(created_at) FROM jobs WHERE state = 'pending' GROUP BY destination
+SELECT destination, 'p', count(*), min(COALESCE(replayed_at, created_at)) FROM jobs WHERE state = 'pending' GROUP BY destination
 UNION ALL
 SELECT destination, 'd', count(*), NULL FROM jobs WHERE state = 'dead' GROUP BY destination`)
 	if err != nil {

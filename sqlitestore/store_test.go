@@ -472,3 +472,34 @@ func TestHeadersRoundTrip(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, h)
 	}
 }
+
+// A replayed dead letter waits since its replay: the oldest-pending gauge
+// must not jump to the event's original age.
+func TestOutboxAgeCountsFromReplay(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := MustOpen(t, Options{Now: clock})
+	ctx := context.Background()
+	r := receipt("standard", "msg_old", `{}`, "standard/app")
+	r.ReceivedAt = clock()
+	s.Record(ctx, r)
+	jobs, _ := s.Lease(ctx, "standard/app", 1, time.Minute)
+	s.Finish(ctx, hookwarden.Attempt{JobID: jobs[0].ID, Number: 1, StartedAt: now, StatusCode: 422, ExitCode: -1, Verdict: hookwarden.Dead})
+	mu.Lock()
+	now = now.Add(48 * time.Hour)
+	mu.Unlock()
+	if _, err := s.Replay(ctx, ReplaySelector{Source: "standard", EventIDs: []string{"msg_old"}}, ReplayOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(10 * time.Second)
+	mu.Unlock()
+	st, err := s.OutboxStats(ctx, []string{"standard/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Pending != 1 || st[0].OldestPendingAge != 10*time.Second {
+		t.Fatalf("outbox %+v, want 1 pending, 10s old (since the replay, not 48h)", st[0])
+	}
+}

@@ -79,6 +79,7 @@ type options struct {
 	concurrency int
 	out         string
 	profile     string
+	trace       bool
 	workDir     string
 	keep        bool
 	phases      map[string]bool
@@ -109,6 +110,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", 32, "delivery concurrency of the sink destination")
 	fs.StringVar(&o.out, "out", "bench.json", "JSON report file")
 	fs.StringVar(&o.profile, "profile", "", "directory for CPU and heap profiles of hookwarden serve (64 conns); empty: none")
+	fs.BoolVar(&o.trace, "trace", false, "with -profile: also write an execution trace (trace.out, large)")
 	fs.StringVar(&o.workDir, "workdir", "", "where databases go (default: a new temporary directory, removed after)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run")
@@ -296,9 +298,15 @@ func (b *bench) cell(ctx context.Context, target string, conns, body, round int)
 		maxReq = min(maxReq, (1<<30)/mb) // at most 1 GiB of bodies per cell
 	}
 	var cpuAtWindow float64
+	var m0 map[string]float64
 	res := runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: conns, Warmup: b.o.warmup,
 		Duration: b.o.duration, MaxRequests: maxReq, DupShare: b.o.dup, Gen: b.gen(body),
-		OnMeasure: func() { cpuAtWindow = s.cpuSeconds() }})
+		OnMeasure: func() {
+			cpuAtWindow = s.cpuSeconds()
+			if target == "hookwarden" {
+				m0, _ = s.metrics()
+			}
+		}})
 	c.loadResult = res
 	if res.Acks > 0 {
 		c.ServerCPUPerAck = (s.cpuSeconds() - cpuAtWindow) / float64(res.Acks) * 1e6
@@ -306,13 +314,13 @@ func (b *bench) cell(ctx context.Context, target string, conns, body, round int)
 	}
 	c.PeakRSSMiB = s.peakRSSMiB()
 	if target == "hookwarden" {
-		if m, err := s.metrics(); err == nil {
-			c.AvgBatch, c.Commits = batchStats(m)
+		if m1, err := s.metrics(); err == nil && m0 != nil {
+			c.AvgBatch, c.Commits, c.WriterBusy = windowStats(m0, m1, res.Seconds)
 		}
 	}
 	extra := ""
 	if c.AvgBatch > 0 {
-		extra = fmt.Sprintf("  batch %.1f", c.AvgBatch)
+		extra = fmt.Sprintf("  batch %.1f  writer busy %.0f%%", c.AvgBatch, 100*c.WriterBusy)
 	}
 	b.printf("  %-10s conns %3d body %6d round %d: %s  cpu %.1f µs/ack%s\n", target, conns, body, round, res,
 		c.ServerCPUPerAck, extra)

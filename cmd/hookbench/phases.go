@@ -234,6 +234,7 @@ func (b *bench) profilePhase(ctx context.Context) error {
 	dir := b.dir("profile")
 	opts := b.hwOptions(dir, "/hold", 2*o.body+4096)
 	opts.profile = true
+	opts.trace = o.trace
 	s, err := startHookwarden(ctx, opts)
 	if err != nil {
 		return err
@@ -248,11 +249,15 @@ func (b *bench) profilePhase(ctx context.Context) error {
 		return err
 	}
 	b.rep.Profile = map[string]any{"conns": 64, "load": res}
-	for _, name := range []string{"cpu.pprof", "heap.pprof"} {
+	names := []string{"cpu.pprof", "heap.pprof"}
+	if o.trace {
+		names = append(names, "trace.out")
+	}
+	for _, name := range names {
 		if err := copyFile(filepath.Join(dir, name), filepath.Join(o.profile, name)); err != nil {
 			return err
 		}
-		b.rep.Profile[strings.TrimSuffix(name, ".pprof")] = filepath.Join(o.profile, name)
+		b.rep.Profile[strings.TrimSuffix(strings.TrimSuffix(name, ".pprof"), ".out")] = filepath.Join(o.profile, name)
 	}
 	b.printf("  go tool pprof -top %s\n", filepath.Join(o.profile, "cpu.pprof"))
 	return nil

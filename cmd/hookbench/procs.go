@@ -107,6 +107,7 @@ type hwOptions struct {
 	maxBody     int
 	// profile: run `serve-profiled` writing cpu.pprof and heap.pprof in dir.
 	profile bool
+	trace   bool // with profile: also an execution trace (trace.out)
 }
 
 const hwConfig = `# written by hookbench
@@ -157,6 +158,9 @@ func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 	if o.profile {
 		args = []string{"serve-profiled", "--config", cfg,
 			"--cpuprofile", filepath.Join(o.dir, "cpu.pprof"), "--memprofile", filepath.Join(o.dir, "heap.pprof")}
+		if o.trace {
+			args = append(args, "--trace", filepath.Join(o.dir, "trace.out"))
+		}
 	}
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -313,6 +317,21 @@ func batchStats(m map[string]float64) (avg, commits float64) {
 		return 0, 0
 	}
 	return sum / n, n
+}
+
+// windowStats compares two scrapes: the average commit batch between them,
+// the number of commits, and the share of the window the writer spent in
+// transactions (commit included).
+func windowStats(m0, m1 map[string]float64, seconds float64) (avg, commits, busy float64) {
+	d := func(k string) float64 { return m1[k] - m0[k] }
+	commits = d("hookwarden_store_batch_size_count")
+	if commits > 0 {
+		avg = d("hookwarden_store_batch_size_sum") / commits
+	}
+	if seconds > 0 {
+		busy = d("hookwarden_store_commit_duration_seconds_sum") / seconds
+	}
+	return avg, commits, busy
 }
 
 func tail(path string) string {

@@ -20,6 +20,9 @@ type cell struct {
 	PeakRSSMiB      float64 `json:"peak_rss_mib"`
 	AvgBatch        float64 `json:"avg_commit_batch,omitempty"`
 	Commits         float64 `json:"commits,omitempty"`
+	// WriterBusy is the share of the window the store's writer spent in
+	// transactions (store_commit_duration_seconds): near 1, it is the limit.
+	WriterBusy float64 `json:"writer_busy,omitempty"`
 }
 
 // ratioRow compares the baseline and hookwarden cells of one setting; values
@@ -41,6 +44,7 @@ type ratioRow struct {
 	BaselineMax    float64   `json:"baseline_max_ms"`
 	HookwardenMax  float64   `json:"hookwarden_max_ms"`
 	AvgBatch       float64   `json:"avg_commit_batch"`
+	WriterBusy     float64   `json:"writer_busy"`
 	BaselineCPU    float64   `json:"baseline_cpu_us_per_ack"`
 	HookwardenCPU  float64   `json:"hookwarden_cpu_us_per_ack"`
 	HookwardenRSS  float64   `json:"hookwarden_peak_rss_mib"`
@@ -70,6 +74,7 @@ func (r *ratioRow) fill(bs, hs []cell) {
 	r.BaselineMax = mean(bs, func(c cell) float64 { return c.Max })
 	r.HookwardenMax = mean(hs, func(c cell) float64 { return c.Max })
 	r.AvgBatch = mean(hs, func(c cell) float64 { return c.AvgBatch })
+	r.WriterBusy = mean(hs, func(c cell) float64 { return c.WriterBusy })
 	r.BaselineCPU = mean(bs, func(c cell) float64 { return c.ServerCPUPerAck })
 	r.HookwardenCPU = mean(hs, func(c cell) float64 { return c.ServerCPUPerAck })
 	r.HookwardenRSS = mean(hs, func(c cell) float64 { return c.PeakRSSMiB })

@@ -26,6 +26,10 @@ import (
 // outage window is known to within this.
 const heartbeatEvery = 2 * time.Second
 
+// outboxRefresh is how stale the outbox gauges may be: counting a deep backlog
+// happens on this timer, never inside a scrape.
+const outboxRefresh = 2 * time.Second
+
 // App is a running `hookwarden serve`: store, receiver, workers and admin
 // server. Start and Stop are separate so tests can boot it on :0.
 type App struct {
@@ -156,6 +160,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.serve(a.adminSrv, a.adminLn, "admin")
 	a.wg.Add(1)
 	go a.heartbeat(bg)
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); a.Metrics.RunOutbox(bg, outboxRefresh) }()
 	a.wg.Add(1)
 	go a.pruneLoop(bg) // prune.go: retention, hourly, in small batches
 	a.log.Info("hookwarden serving", "receiver", a.hookLn.Addr().String(), "admin", a.adminLn.Addr().String(),

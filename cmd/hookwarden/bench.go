@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/spf13/cobra"
 )
@@ -17,15 +18,26 @@ func init() { commands = append(commands, newServeProfiledCmd) }
 // developers, and profiling costs a few per cent of CPU. The profiles are
 // written when serve returns after SIGTERM/SIGINT.
 func newServeProfiledCmd(g *globals) *cobra.Command {
-	var cpuPath, memPath string
+	var cpuPath, memPath, tracePath string
 	cmd := &cobra.Command{
 		Use:    "serve-profiled",
 		Short:  "serve, writing CPU and heap profiles on stop (for make bench)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cpuPath == "" && memPath == "" {
-				return usageErrorf("serve-profiled: want --cpuprofile and/or --memprofile")
+			if cpuPath == "" && memPath == "" && tracePath == "" {
+				return usageErrorf("serve-profiled: want --cpuprofile, --memprofile or --trace")
+			}
+			if tracePath != "" {
+				f, err := os.Create(tracePath)
+				if err != nil {
+					return fmt.Errorf("trace: %w", err)
+				}
+				defer f.Close()
+				if err := trace.Start(f); err != nil {
+					return fmt.Errorf("trace: %w", err)
+				}
+				defer trace.Stop()
 			}
 			if cpuPath != "" {
 				f, err := os.Create(cpuPath)
@@ -57,5 +69,6 @@ func newServeProfiledCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&cpuPath, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	cmd.Flags().StringVar(&memPath, "memprofile", "", "write a heap profile at stop to this file")
+	cmd.Flags().StringVar(&tracePath, "trace", "", "write an execution trace of the whole run to this file (large)")
 	return cmd
 }

@@ -298,6 +298,9 @@ sources:
 	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/" {
 		t.Fatalf("login cookie %+v: want HttpOnly, SameSite=Strict, Path=/", cookie)
 	}
+	if strings.Contains(cookie.Value, token) {
+		t.Fatal("the login cookie carries the admin token itself")
+	}
 	if code := c.login(token); code != http.StatusOK {
 		t.Fatalf("login: %d", code)
 	}

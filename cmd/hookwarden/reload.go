@@ -159,6 +159,7 @@ func (a *App) Reload(next *config.Config) (reloadResult, error) {
 	for _, d := range destinationNames(&merged) {
 		a.Metrics.InitDestination(d)
 	}
+	a.Metrics.SetOutboxDestinations(destinationNames(&merged))
 	a.cfg = &merged
 	return res, nil
 }

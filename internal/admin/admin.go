@@ -5,9 +5,13 @@ package admin
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -76,7 +80,19 @@ func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
 // which carries the same token) in constant time.
 func (a *Admin) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.opts.Token == "" || a.Authorized(r) {
+		if a.opts.Token == "" {
+			// Without a token the listener is on loopback (check enforces
+			// it); refuse host names other than localhost so a DNS-rebound
+			// page in a local browser cannot read or replay anything.
+			if !LocalHost(r.Host) {
+				WriteJSON(w, http.StatusForbidden, map[string]string{"status": "forbidden",
+					"error": "without admin.token only an IP address or localhost is answered"})
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if a.Authorized(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -97,9 +113,29 @@ func (a *Admin) Authorized(r *http.Request) bool {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		got = strings.TrimPrefix(h, "Bearer ")
 	} else if c, err := r.Cookie(CookieName); err == nil {
-		got = c.Value
+		// The cookie holds a value derived from the token, never the token.
+		return subtle.ConstantTimeCompare([]byte(c.Value), []byte(SessionValue(a.opts.Token))) == 1
 	}
 	return subtle.ConstantTimeCompare([]byte(got), []byte(a.opts.Token)) == 1
+}
+
+// SessionValue is what the dashboard's login cookie carries: an HMAC of the
+// admin token, so a leaked cookie does not reveal the token itself (it stops
+// working when the token changes).
+func SessionValue(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("hookwarden admin session v1"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// LocalHost reports whether a Host header names an IP address or localhost.
+func LocalHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	return host == "localhost" || net.ParseIP(host) != nil
 }
 
 // WriteJSON writes v as a JSON response.

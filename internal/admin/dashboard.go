@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -198,12 +197,7 @@ func (d *Dashboard) hostOK(w http.ResponseWriter, r *http.Request) bool {
 	if d.o.TokenSet {
 		return true
 	}
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if host == "localhost" || net.ParseIP(host) != nil {
+	if LocalHost(r.Host) {
 		return true
 	}
 	http.Error(w, "the dashboard without admin.token answers only to an IP address or localhost; set admin.token to use a host name", http.StatusForbidden)
@@ -263,7 +257,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		token := r.PostForm.Get("token")
 		probe := &http.Request{Header: http.Header{"Authorization": {"Bearer " + token}}}
 		if token != "" && d.o.Authorized(probe) {
-			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", HttpOnly: true,
+			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: SessionValue(token), Path: "/", HttpOnly: true,
 				Secure: dashHTTPS(r), SameSite: http.SameSiteStrictMode, MaxAge: 7 * 24 * 3600})
 			d.o.Logger.Info("dashboard login", "remote", r.RemoteAddr)
 			http.Redirect(w, r, "/", http.StatusSeeOther)

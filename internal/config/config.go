@@ -394,10 +394,11 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 		if len(s.Secrets) == 0 {
 			add(p+".secrets", "at least one secret is needed for scheme %s", s.Scheme)
 		}
-		if params, err := s.SignatureParams(); err != nil {
-			add(p, "%v", err)
-		} else if _, err := signature.New(params); err != nil {
-			add(p, "%v", err)
+		// Unresolvable secrets are reported below, one per key path.
+		if params, err := s.SignatureParams(); err == nil {
+			if _, err := signature.New(params); err != nil {
+				add(p, "%v", err)
+			}
 		}
 	}
 	for j, sec := range s.Secrets {

@@ -131,3 +131,32 @@ func BenchmarkScrape(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOutboxRefresh is the background cost behind the outbox gauges:
+// one OutboxStats read, paid every refresh period instead of per scrape.
+func BenchmarkOutboxRefresh(b *testing.B) {
+	const events = 100_000
+	for _, c := range []struct {
+		name          string
+		pending, dead int
+	}{
+		{"steady", 200, 50},
+		{"backlog", events, 0},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "hw.db")
+			fillDB(b, path, events, c.pending, c.dead)
+			st, err := sqlitestore.Open(context.Background(), path, sqlitestore.Options{Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := st.OutboxStats(context.Background(), []string{"s/app", "s/notify"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ type OutboxReader interface {
 // the worker's attempt hook.
 type Metrics struct {
 	Registry *prometheus.Registry
+	outbox   *outboxCollector
 	log      *slog.Logger
 
 	requests      *prometheus.CounterVec
@@ -99,10 +100,27 @@ func New(log *slog.Logger) *Metrics {
 	return m
 }
 
-// RegisterOutbox adds the outbox gauges, read from r at scrape time for the
-// named destinations.
+// RegisterOutbox adds the outbox gauges for the named destinations. Their
+// values come from the last refresh (RunOutbox), so a scrape never pays for
+// counting a deep backlog.
 func (m *Metrics) RegisterOutbox(r OutboxReader, destinations []string) {
-	m.Registry.MustRegister(&outboxCollector{r: r, dests: destinations, log: m.log})
+	m.outbox = &outboxCollector{r: r, log: m.log}
+	m.outbox.setDestinations(destinations)
+	m.Registry.MustRegister(m.outbox)
+}
+
+// SetOutboxDestinations replaces the destinations reported (config reload).
+func (m *Metrics) SetOutboxDestinations(destinations []string) {
+	if m.outbox != nil {
+		m.outbox.setDestinations(destinations)
+	}
+}
+
+// RunOutbox refreshes the outbox gauges every period until ctx ends.
+func (m *Metrics) RunOutbox(ctx context.Context, every time.Duration) {
+	if m.outbox != nil {
+		m.outbox.run(ctx, every)
+	}
 }
 
 // Request implements receiver.Observer.
@@ -220,40 +238,4 @@ func (m *Metrics) typeLabel(source, t string) string {
 	}
 	seen[t] = true
 	return t
-}
-
-// outboxCollector reads the outbox gauges at scrape time.
-type outboxCollector struct {
-	r     OutboxReader
-	dests []string
-	log   *slog.Logger
-}
-
-var (
-	pendingDesc = prometheus.NewDesc("hookwarden_outbox_pending", "Jobs waiting for delivery (retries included).", []string{"destination"}, nil)
-	oldestDesc  = prometheus.NewDesc("hookwarden_outbox_oldest_pending_age_seconds", "Age of the oldest pending job.", []string{"destination"}, nil)
-	deadDesc    = prometheus.NewDesc("hookwarden_dead_letters", "Dead-lettered jobs awaiting a human.", []string{"destination"}, nil)
-)
-
-func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- pendingDesc
-	ch <- oldestDesc
-	ch <- deadDesc
-}
-
-func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stats, err := c.r.OutboxStats(ctx, c.dests)
-	if err != nil {
-		if c.log != nil {
-			c.log.Error("read outbox metrics", "err", err)
-		}
-		return
-	}
-	for _, s := range stats {
-		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.Pending), s.Destination)
-		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, s.OldestPendingAge.Seconds(), s.Destination)
-		ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(s.Dead), s.Destination)
-	}
 }

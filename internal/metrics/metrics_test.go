@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,17 +239,19 @@ func (f fakeOutbox) OutboxStats(ctx context.Context, dests []string) ([]hookward
 	return f.stats(ctx, dests)
 }
 
-func TestOutboxGaugesReadAtScrape(t *testing.T) {
+func TestOutboxGaugesServedFromRefreshedSnapshot(t *testing.T) {
 	m := metrics.New(nil)
-	var fail bool
-	calls := 0
+	var mu sync.Mutex
+	fail, pending, calls := false, 7, 0
 	m.RegisterOutbox(fakeOutbox{stats: func(_ context.Context, dests []string) ([]hookwarden.OutboxStat, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		calls++
 		if fail {
 			return nil, errors.New("database is locked")
 		}
 		return []hookwarden.OutboxStat{
-			{Destination: "s/app", Pending: 7, OldestPendingAge: 90 * time.Second, Dead: 2},
+			{Destination: "s/app", Pending: pending, OldestPendingAge: 90 * time.Second, Dead: 2},
 			{Destination: "s/notify"},
 		}, nil
 	}}, []string{"s/app", "s/notify"})
@@ -257,7 +260,6 @@ func TestOutboxGaugesReadAtScrape(t *testing.T) {
 		want       float64
 	}{
 		{"hookwarden_outbox_pending", "s/app", 7},
-		{"hookwarden_outbox_oldest_pending_age_seconds", "s/app", 90},
 		{"hookwarden_dead_letters", "s/app", 2},
 		{"hookwarden_dead_letters", "s/notify", 0},
 	} {
@@ -265,14 +267,42 @@ func TestOutboxGaugesReadAtScrape(t *testing.T) {
 			t.Errorf("%s{destination=%q} = %v, want %v", c.name, c.dest, got, c.want)
 		}
 	}
-	// A failed read drops the outbox series for that scrape (absent, not a
-	// made-up zero) and the rest of the scrape still works.
-	fail = true
-	if _, ok := value(t, m.Registry, "hookwarden_dead_letters", "destination", "s/app"); ok {
-		t.Error("dead_letters present although the read failed")
+	// The age moves on between refreshes.
+	if got := mustValue(t, m.Registry, "hookwarden_outbox_oldest_pending_age_seconds", "destination", "s/app"); got < 90 || got > 91 {
+		t.Errorf("oldest pending age %v, want 90 and a little", got)
 	}
-	if calls < 5 {
-		t.Errorf("OutboxStats called %d times, want once per scrape", calls)
+	mu.Lock()
+	if calls != 1 {
+		t.Errorf("OutboxStats called %d times for several scrapes, want 1: scrapes must not count the backlog", calls)
+	}
+	mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.RunOutbox(ctx, 10*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	mu.Lock()
+	pending = 9
+	mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for mustValue(t, m.Registry, "hookwarden_outbox_pending", "destination", "s/app") != 9 {
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh never showed the new backlog")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Refreshes failing for long: the series go absent, not stale forever.
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	for {
+		if _, ok := value(t, m.Registry, "hookwarden_dead_letters", "destination", "s/app"); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("dead_letters still served from a snapshot that can no longer be refreshed")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
