@@ -240,7 +240,9 @@ func TestHTTPConnectionRefusedIsTransient(t *testing.T) {
 	_ = ln.Close()
 	h := MustHTTP(t, HTTPConfig{URL: "http://" + addr + "/?token=s3cret"})
 	res := h.Deliver(context.Background(), testJob())
-	if res.Class != Transient || res.TimedOut || res.Err == nil || !strings.Contains(res.Err.Error(), "refused") {
+	// Usually "connection refused"; a parallel test may grab the freed port
+	// and reset the connection instead: either way a transient failure.
+	if res.Class != Transient || res.TimedOut || res.Err == nil {
 		t.Fatalf("result = %+v, want a transient connection error", res)
 	}
 	if strings.Contains(res.Err.Error(), "s3cret") {
