@@ -7,7 +7,7 @@ GO      ?= go
 FUZZTIME ?= 60s
 FUZZTIME_CI ?= 3s
 
-.PHONY: help build run test race vet lint fuzz fuzz-ci bench clean install uninstall deb
+.PHONY: help build run test race vet lint fuzz fuzz-ci bench bench-quick bench-go torture torture-short clean install uninstall deb
 
 # install/uninstall: DESTDIR stages elsewhere (packaging, tests).
 PREFIX  ?= /usr/local
@@ -48,8 +48,37 @@ fuzz-ci: ## run every fuzz target briefly (FUZZTIME_CI each)
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@./scripts/fuzz.sh $(FUZZTIME)
 
-bench: ## Go benchmarks of the hot paths
+# Benchmarks (docs/performance.md). The harness (cmd/hookbench) measures an
+# ack-only baseline and the real `hookwarden serve` with one load generator on
+# loopback, alternating them, and writes BENCH_OUT. PROFILE=dir also writes
+# CPU and heap profiles of serve; BENCH_FLAGS passes anything else.
+BENCH_OUT   ?= bin/bench.json
+BENCH_FLAGS ?=
+BENCH_ARGS   = -hookwarden $(BIN) -out $(BENCH_OUT) $(if $(PROFILE),-profile $(PROFILE)) $(BENCH_FLAGS)
+bench: build ## full benchmark (about 10 min): harness with 10 s cells, 60 s end-to-end and sustained, body sizes; Go benchmarks
+	$(GO) build -o bin/hookbench ./cmd/hookbench
+	./bin/hookbench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+bench-quick: build ## quick benchmark (about 3 min): 3 s cells, 10 s end-to-end and sustained, no body sweep
+	$(GO) build -o bin/hookbench ./cmd/hookbench
+	./bin/hookbench -quick $(BENCH_ARGS)
+
+bench-go: ## the Go benchmarks of the hot paths only
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Torture tests (test/torture): the real binary under kill -9, power loss,
+# a full disk, a destination outage, redrives, hostile clients and a burst.
+# Mount scenarios need root. Not under -race (it skips itself in `make test`).
+TORTURE_TABLE ?= $(CURDIR)/bin/torture.txt
+TORTURE_FLAGS ?=
+torture-short: ## short forms of the torture tests (about 2 min, CI)
+	@mkdir -p bin; rm -f $(TORTURE_TABLE); HOOKWARDEN_TORTURE=short HOOKWARDEN_TORTURE_TABLE=$(TORTURE_TABLE) \
+	  $(GO) test -count=1 -timeout=15m $(TORTURE_FLAGS) ./test/torture/; rc=$$?; cat $(TORTURE_TABLE) 2>/dev/null; exit $$rc
+
+torture: ## long forms of the torture tests (about 10 min) and their summary table
+	@mkdir -p bin; rm -f $(TORTURE_TABLE); HOOKWARDEN_TORTURE=long HOOKWARDEN_TORTURE_TABLE=$(TORTURE_TABLE) \
+	  $(GO) test -count=1 -timeout=60m $(TORTURE_FLAGS) ./test/torture/; rc=$$?; cat $(TORTURE_TABLE) 2>/dev/null; exit $$rc
 
 .PHONY: rules
 rules: ## check and unit-test the Prometheus alert rules (promtool, Debian package prometheus)

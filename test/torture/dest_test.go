@@ -43,12 +43,11 @@ type destApp struct {
 	slowFor    time.Duration
 	retryAfter string // sent with 503s
 
-	mu         sync.Mutex
-	srv        *http.Server
-	byID       map[string][]seen
-	delivered  atomic.Int64 // requests answered 2xx
-	requests   atomic.Int64
-	listenErrs int
+	mu        sync.Mutex
+	srv       *http.Server
+	byID      map[string][]seen
+	delivered atomic.Int64 // requests answered 2xx
+	requests  atomic.Int64
 }
 
 func newDestApp(t testing.TB) *destApp {

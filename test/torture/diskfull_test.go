@@ -43,6 +43,29 @@ func fill(t testing.TB, path string) int64 {
 	return n
 }
 
+// diskUsage describes the file system of dir.
+func diskUsage(dir string) string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return err.Error()
+	}
+	total, free := st.Blocks*uint64(st.Bsize), st.Bavail*uint64(st.Bsize)
+	return fmt.Sprintf("disk %.1f of %.1f MiB used", float64(total-free)/(1<<20), float64(total)/(1<<20))
+}
+
+// walSize describes the database file and its WAL (os.Stat only: opening
+// them would be harmless here, from another process, but is not needed).
+func walSize(db string) string {
+	var d, w int64
+	if st, err := os.Stat(db); err == nil {
+		d = st.Size()
+	}
+	if st, err := os.Stat(db + "-wal"); err == nil {
+		w = st.Size()
+	}
+	return fmt.Sprintf("database %.1f MiB, WAL %.1f MiB", float64(d)/(1<<20), float64(w)/(1<<20))
+}
+
 // TestDiskFull is promise 5 (honest status codes) and promise 1 on a full
 // disk: the database is on a small tmpfs filled to the last byte by a filler
 // file. While it is full, every answer must be 503 with Retry-After unless
@@ -64,7 +87,8 @@ func TestDiskFull(t *testing.T) {
 	srv.start()
 	pid := srv.pid()
 	p := newProvider(t, srv.url(), 8)
-	ctx := context.Background()
+	r.track(t, p)
+	ctx := deadline(t, 10*time.Minute)
 
 	var (
 		while200, filling200, while503, noRetryAfter, other, notReady int
@@ -109,11 +133,13 @@ func TestDiskFull(t *testing.T) {
 		var load sync.WaitGroup
 		load.Go(func() { p.run(bg, 4, 0, 200, nil, fmt.Sprintf("load%d", cycle), 1000) })
 		time.Sleep(300 * time.Millisecond)
+		t.Logf("cycle %d: before the fill: %s, %s", cycle, walSize(db), diskUsage(data))
 		phase.Store(1)
 		filler := filepath.Join(data, "filler")
 		fillBytes += fill(t, filler)
 		phase.Store(2)
 		r.Faults++
+		t.Logf("cycle %d: filled: %s, %s", cycle, walSize(db), diskUsage(data))
 
 		// Full: new events, each sent once, 4 at a time, until 200 answers
 		// of 503 were seen (or 10 s passed). The provider retries them later.
@@ -163,10 +189,12 @@ func TestDiskFull(t *testing.T) {
 		}
 
 		// Free the space: the same process accepts again.
+		t.Logf("cycle %d: after the 503 phase: %s, %s", cycle, walSize(db), diskUsage(data))
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
 		phase.Store(0)
+		t.Logf("cycle %d: filler deleted: %s, %s", cycle, walSize(db), diskUsage(data))
 		if !waitFor(15*time.Second, func() bool { ok, _ := srv.ready(); return ok }) {
 			_, why := srv.ready()
 			t.Fatalf("cycle %d: not ready 15s after space was freed: %s", cycle, why)
@@ -174,11 +202,12 @@ func TestDiskFull(t *testing.T) {
 		// The provider retries what was refused: it must now be recorded,
 		// as new (a 503 that had in fact recorded the event would come back
 		// as a duplicate: not a lost event, but a dishonest answer).
+		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		for _, id := range refused {
 			p.mu.Lock()
 			body := p.events[id].Body
 			p.mu.Unlock()
-			a := p.deliver(ctx, id, body, nil)
+			a := p.deliver(rctx, id, body, nil)
 			switch a.Status {
 			case "accepted":
 				resentAccepted++
@@ -186,9 +215,16 @@ func TestDiskFull(t *testing.T) {
 				resentDuplicate++
 			}
 		}
-		p.run(ctx, 8, 100, 0, nil, fmt.Sprintf("after%d", cycle), 1000)
+		p.run(rctx, 8, 100, 0, nil, fmt.Sprintf("after%d", cycle), 1000)
 		stopBG()
 		load.Wait()
+		if rctx.Err() != nil {
+			_, why := srv.ready()
+			t.Fatalf("cycle %d: 60 s after the filler was deleted, events are still refused: %s; %s; readyz: %s; log:\n%s",
+				cycle, diskUsage(data), walSize(db), why, logTail(srv.logPath, 10))
+		}
+		cancel()
+		t.Logf("cycle %d: accepting again: %s, %s", cycle, walSize(db), diskUsage(data))
 		if srv.pid() != pid {
 			t.Fatal("the server was restarted")
 		}

@@ -30,6 +30,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	srv := newServer(t, dir, serverConfig{DBPath: db, DestURL: app.url()})
 	srv.start()
 	p := newProvider(t, srv.url(), 16)
+	r.track(t, p)
 
 	ctx, stopLoad := context.WithCancel(context.Background())
 	var load sync.WaitGroup

@@ -1,7 +1,6 @@
 package torture
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -21,12 +20,13 @@ func TestBurstLeaks(t *testing.T) {
 	srv := newServer(t, dir, serverConfig{DBPath: db, DestURL: app.url()})
 	srv.start()
 	p := newProvider(t, srv.url(), 32)
-	ctx := context.Background()
+	r.track(t, p)
+	ctx := deadline(t, 20*time.Minute)
 
 	// Warm-up: caches, pools and the runtime reach their working size.
 	p.run(ctx, 32, 2000, 0, nil, "warmup", 500)
 	settleIdle(t, srv, p)
-	base := srv.resources()
+	base := srv.baseline()
 
 	began := time.Now()
 	p.run(ctx, 32, sc.burst, 0, nil, "burst", 500)

@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -19,7 +20,7 @@ import (
 
 var (
 	flagLong  = flag.Bool("torture.long", false, "run the long forms (same as HOOKWARDEN_TORTURE=long)")
-	flagTable = flag.String("torture.table", "", "also write the summary table to this file (same as HOOKWARDEN_TORTURE_TABLE)")
+	flagTable = flag.String("torture.table", "", "also write the summary table to this file, absolute path (same as HOOKWARDEN_TORTURE_TABLE)")
 )
 
 // raceEnabled is set by race_test.go under -race.
@@ -73,6 +74,9 @@ type scale struct {
 	diskCycles int    // fill / free cycles
 	diskSize   string // tmpfs size
 
+	smallDiskFor  time.Duration // sustained load on a small disk
+	smallDiskSize string        // its tmpfs size
+
 	outagePhase time.Duration // each of refused, 503, slow
 
 	redrive int // already-processed events resent
@@ -95,6 +99,8 @@ var shortScale = scale{
 	powerCuts:     3,
 	diskCycles:    1,
 	diskSize:      "24m",
+	smallDiskFor:  20 * time.Second,
+	smallDiskSize: "24m",
 	outagePhase:   3 * time.Second,
 	redrive:       4000,
 	hostileBase:   5 * time.Second,
@@ -112,8 +118,10 @@ var longScale = scale{
 	killWindow:    150 * time.Second,
 	killBurst:     250 * time.Millisecond,
 	powerCuts:     25,
-	diskCycles:    3,
+	diskCycles:    5,
 	diskSize:      "64m",
+	smallDiskFor:  60 * time.Second,
+	smallDiskSize: "64m",
 	outagePhase:   20 * time.Second,
 	redrive:       40000,
 	hostileBase:   15 * time.Second,
@@ -139,6 +147,15 @@ func setup(t *testing.T) scale {
 		return longScale
 	}
 	return shortScale
+}
+
+// deadline returns a context that ends after d or with the test: every send
+// loop is bounded in time, so a wedged server fails the test instead of
+// hanging it.
+func deadline(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // row is one line of the summary table.
@@ -181,6 +198,16 @@ func newRow(t *testing.T, scenario string) *row {
 			r.Scenario, r.Events, r.Acked, r.Lost, r.Dups, r.Faults, r.result, r.took, r.Figures)
 	})
 	return r
+}
+
+// track fills the row's event counts from p if the test ends before its
+// checks did (a t.Fatal).
+func (r *row) track(t *testing.T, p *provider) {
+	t.Cleanup(func() {
+		if r.Events == 0 {
+			r.Events, r.Acked = p.counts()
+		}
+	})
 }
 
 func (r *row) figure(format string, args ...any) {

@@ -15,15 +15,20 @@ import (
 )
 
 // requireRoot skips a mount-based scenario when not root, or when a tool it
-// needs is missing. CI runs as root, so there it runs.
+// needs is missing; with HOOKWARDEN_TORTURE_STRICT=1 (CI, which runs as
+// root) it fails instead, so the scenario cannot silently stop running.
 func requireRoot(t *testing.T, tools ...string) {
 	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("HOOKWARDEN_TORTURE_STRICT") == "1" {
+		skip = t.Fatalf
+	}
 	if os.Geteuid() != 0 {
-		t.Skip("torture: needs root to mount a tmpfs or a loop device; run as root (CI does)")
+		skip("torture: needs root to mount a tmpfs or a loop device; run as root (CI does)")
 	}
 	for _, tool := range append([]string{"mount", "umount"}, tools...) {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("torture: %s not found: %v", tool, err)
+			skip("torture: %s not found: %v", tool, err)
 		}
 	}
 }

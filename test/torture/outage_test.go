@@ -44,6 +44,7 @@ func TestDestinationOutage(t *testing.T) {
 		Concurrency: 4, BackoffInit: "50ms", BackoffMax: "1s", MaxAttempts: 10000})
 	srv.start()
 	p := newProvider(t, srv.url(), 4)
+	r.track(t, p)
 	begin := time.Now()
 
 	// The story, sampled from /metrics every 250 ms.
@@ -131,7 +132,7 @@ func TestDestinationOutage(t *testing.T) {
 	var story []string
 	for _, ph := range []string{"up", "refused", "503", "slow", "recovered"} {
 		v := byPhase[ph]
-		story = append(story, fmt.Sprintf("%s: age≤%.1fs pending≤%.0f", ph, v[0], v[1]))
+		story = append(story, fmt.Sprintf("%s ≤%.1fs/%.0f", ph, v[0], v[1]))
 	}
 	t.Logf("outbox story (%d samples): %s", len(samples), strings.Join(story, ", "))
 
@@ -179,8 +180,8 @@ func TestDestinationOutage(t *testing.T) {
 	if after503 == 0 {
 		t.Errorf("no retry after a 503 was seen: the 503 phase did not reach hookwarden")
 	}
-	r.figure("outage %.0fs (refused, 503, slow); oldest pending age peaked %.1fs, pending peaked %.0f, both 0 after drain; %d retries after Retry-After 1 none early; dead 0",
-		outage.Seconds(), maxAge, maxPending, after503)
+	r.figure("outage %.0fs; oldest pending age / pending by phase: %s; both 0 after drain; %d retries after a 503 with Retry-After: 1, none early; dead 0",
+		outage.Seconds(), strings.Join(story, ", "), after503)
 }
 
 // attemptGaps reads the attempt log and returns, per attempt number k, the

@@ -54,6 +54,7 @@ func TestPowerLoss(t *testing.T) {
 	db := filepath.Join(mnt, "hw.db")
 	srv := newServer(t, work, serverConfig{DBPath: db, DestURL: app.url()})
 	p := newProvider(t, srv.url(), 16)
+	r.track(t, p)
 
 	var canaryKept, canaryLost int
 	for cut := 0; cut < sc.powerCuts; cut++ {

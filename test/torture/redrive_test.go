@@ -1,7 +1,6 @@
 package torture
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -25,7 +24,8 @@ func TestDoublesAndRedrive(t *testing.T) {
 	srv := newServer(t, dir, serverConfig{DBPath: db, DestURL: app.url()})
 	srv.start()
 	p := newProvider(t, srv.url(), 256)
-	ctx := context.Background()
+	r.track(t, p)
+	ctx := deadline(t, 10*time.Minute)
 
 	// 64 concurrent copies of each of 100 ids, 4 ids at a time (256 requests
 	// in flight), released together.
