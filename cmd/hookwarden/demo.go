@@ -90,7 +90,7 @@ func printDemoBanner(w io.Writer, app *App, sink *demoSink) {
 	fmt.Fprintf(w, `
 Hookwarden demo is running.
   receiver   http://%s/hooks/demo    (Standard Webhooks, secret in %s)
-  admin      http://%s/healthz  /readyz  /metrics
+  dashboard  http://%s/   (also /metrics, /api/stats, /healthz)
   database   %s
   demo app   http://%s/events  (prints every delivery below)
 
