@@ -55,12 +55,12 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 BENCH_OUT   ?= bin/bench.json
 BENCH_FLAGS ?=
 BENCH_ARGS   = -hookwarden $(BIN) -out $(BENCH_OUT) $(if $(PROFILE),-profile $(PROFILE)) $(BENCH_FLAGS)
-bench: build ## full benchmark (about 10 min): harness with 10 s cells, 60 s end-to-end and sustained, body sizes; Go benchmarks
+bench: build ## full benchmark (about 13 min): harness with 10 s cells, 60 s end-to-end and sustained, body sizes; Go benchmarks
 	$(GO) build -o bin/hookbench ./cmd/hookbench
 	./bin/hookbench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-bench-quick: build ## quick benchmark (about 3 min): 3 s cells, 10 s end-to-end and sustained, no body sweep
+bench-quick: build ## quick benchmark (about 2 min): 3 s cells, 10 s end-to-end and sustained, no body sweep
 	$(GO) build -o bin/hookbench ./cmd/hookbench
 	./bin/hookbench -quick $(BENCH_ARGS)
 

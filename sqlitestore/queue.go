@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -17,113 +18,222 @@ func (s *Store) Lease(ctx context.Context, destination string, max int, leaseFor
 	if max <= 0 {
 		return nil, nil
 	}
-	type leased struct {
-		id, ref             int64
-		attempts, deadCount int
-	}
 	var got []leased
-	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		got = got[:0]
-		now := s.now()
-		until := fmtTime(now.Add(leaseFor))
-		rows, err := tx.StmtContext(ctx, s.stmts.lease).QueryContext(ctx, until, until, destination, fmtTime(now), max)
-		if err != nil {
-			return fmt.Errorf("lease jobs: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var l leased
-			if err := rows.Scan(&l.id, &l.ref, &l.attempts, &l.deadCount); err != nil {
-				return fmt.Errorf("lease jobs: %w", err)
-			}
-			got = append(got, l)
-		}
-		return rows.Err()
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) (err error) {
+		got, err = s.leaseTx(ctx, tx, destination, max, leaseFor)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	return s.leasedJobs(ctx, destination, got)
+}
+
+// FinishAndLease is Finish, then Lease of up to max jobs of the destination,
+// in one transaction: a worker that keeps its slot busy pays one commit per
+// delivery instead of two. Both happen or neither does.
+func (s *Store) FinishAndLease(ctx context.Context, a hookwarden.Attempt, destination string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	var got []leased
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) (err error) {
+		if err := s.finishTx(ctx, tx, a); err != nil {
+			return err
+		}
+		if max > 0 {
+			got, err = s.leaseTx(ctx, tx, destination, max, leaseFor)
+		}
+		return err
+	})
+	if err != nil || len(got) == 0 {
+		return nil, err
+	}
+	// The attempt is recorded whatever happens now: a job whose event
+	// cannot be read keeps its lease and is due again when it expires.
+	jobs, err := s.leasedJobs(ctx, destination, got)
+	if err != nil {
+		s.log.Error("load leased jobs", "destination", destination, "err", err)
+	}
+	return jobs, nil
+}
+
+// leased is a job row as the lease statement returns it.
+type leased struct {
+	id, ref             int64
+	attempts, deadCount int
+}
+
+func (s *Store) leaseTx(ctx context.Context, tx *sql.Tx, destination string, max int, leaseFor time.Duration) ([]leased, error) {
+	now := s.now()
+	until := fmtTime(now.Add(leaseFor))
+	rows, err := tx.StmtContext(ctx, s.stmts.lease).QueryContext(ctx, until, until, destination, fmtTime(now), max)
+	if err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	defer rows.Close()
+	var got []leased
+	for rows.Next() {
+		var l leased
+		if err := rows.Scan(&l.id, &l.ref, &l.attempts, &l.deadCount); err != nil {
+			return nil, fmt.Errorf("lease jobs: %w", err)
+		}
+		got = append(got, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	return got, nil
+}
+
+// leasedJobs completes leased rows with their events, in lease order. If
+// an event cannot be read, the jobs before it are returned with the error;
+// the lease of the others stands, and they are due again when it expires.
+func (s *Store) leasedJobs(ctx context.Context, destination string, got []leased) ([]hookwarden.Job, error) {
+	if len(got) == 0 {
+		return nil, nil
+	}
+	refs := make([]int64, len(got))
+	for i, l := range got {
+		refs[i] = l.ref
+	}
+	events, err := s.loadJobEvents(ctx, refs)
 	jobs := make([]hookwarden.Job, 0, len(got))
 	for _, l := range got {
-		j := hookwarden.Job{ID: l.id, Destination: destination, Attempt: l.attempts, DeadCount: l.deadCount}
-		if err := s.loadJobEvent(ctx, l.ref, &j); err != nil {
-			// The lease stands; the job is due again when it expires.
+		j, ok := events[l.ref]
+		if !ok {
+			if err == nil {
+				err = fmt.Errorf("load event %d: %w", l.ref, sql.ErrNoRows)
+			}
 			return jobs, err
 		}
+		j.ID, j.Destination, j.Attempt, j.DeadCount = l.id, destination, l.attempts, l.deadCount
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
 }
 
-// loadJobEvent fills the event fields of a job from the read pool: the body of
-// a single event is its first receipt's, a batch element's is its own.
-func (s *Store) loadJobEvent(ctx context.Context, ref int64, j *hookwarden.Job) error {
-	const q = `
-SELECT e.source, e.event_id, e.event_type, COALESCE(e.body, r.body, x''), r.headers, r.received_at, e.body IS NOT NULL
-FROM events e
+// loadJobEvents reads the event fields of leased jobs from the read pool, in
+// one query for the whole lease: the body of a single event is its first
+// receipt's, a batch element's is its own. On error it returns what it read.
+func (s *Store) loadJobEvents(ctx context.Context, refs []int64) (map[int64]hookwarden.Job, error) {
+	list := make([]byte, 0, 12*len(refs)+2)
+	list = append(list, '[')
+	for i, r := range refs {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, r, 10)
+	}
+	list = append(list, ']')
+	out := make(map[int64]hookwarden.Job, len(refs))
+	rows, err := s.reads.loadJobs.QueryContext(ctx, string(list))
+	if err != nil {
+		return out, fmt.Errorf("load events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var j hookwarden.Job
+		var ref int64
+		var headers, at string
+		var element bool
+		if err := rows.Scan(&ref, &j.Source, &j.EventID, &j.EventType, &j.Body, &headers, &at, &element); err != nil {
+			return out, fmt.Errorf("load events: %w", err)
+		}
+		if j.ReceivedAt, err = parseTime(at); err != nil {
+			return out, fmt.Errorf("load event %d: %w", ref, err)
+		}
+		if element {
+			j.ContentType = "application/json" // batch elements are JSON values
+		} else {
+			j.ContentType = DecodeHeaders(headers).Get("Content-Type")
+		}
+		out[ref] = j
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("load events: %w", err)
+	}
+	return out, nil
+}
+
+// readStmts are the workers' reads, prepared once on the read pool (each
+// pooled connection prepares them on first use): parsing the event query
+// took longer than running it.
+type readStmts struct {
+	loadJobs, nextDue *sql.Stmt
+}
+
+func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
+	var err error
+	// The events are given as one JSON array of row ids, so that one
+	// prepared statement serves a lease of any size.
+	if r.loadJobs, err = db.PrepareContext(ctx, `
+SELECT e.id, e.source, e.event_id, e.event_type, COALESCE(e.body, r.body, x''), r.headers, r.received_at, e.body IS NOT NULL
+FROM json_each(?) AS k
+CROSS JOIN events e ON e.id = k.value
 JOIN receipts r ON r.id = COALESCE(
 	(SELECT id FROM receipts WHERE event_ref = e.id AND kind = 'accepted'),
-	(SELECT receipt_id FROM receipt_events WHERE event_ref = e.id AND kind = 'accepted'))
-WHERE e.id = ?`
-	var headers, at string
-	var element bool
-	err := s.rdb.QueryRowContext(ctx, q, ref).Scan(&j.Source, &j.EventID, &j.EventType, &j.Body, &headers, &at, &element)
-	if err != nil {
-		return fmt.Errorf("load event %d: %w", ref, err)
+	(SELECT receipt_id FROM receipt_events WHERE event_ref = e.id AND kind = 'accepted'))`); err != nil {
+		return fmt.Errorf("prepare statement: %w", err)
 	}
-	if j.ReceivedAt, err = parseTime(at); err != nil {
-		return fmt.Errorf("load event %d: %w", ref, err)
-	}
-	if element {
-		j.ContentType = "application/json" // batch elements are JSON values
-	} else {
-		j.ContentType = DecodeHeaders(headers).Get("Content-Type")
+	if r.nextDue, err = db.PrepareContext(ctx,
+		`SELECT min(next_at) FROM jobs WHERE state = 'pending' AND destination = ?`); err != nil {
+		r.close()
+		return fmt.Errorf("prepare statement: %w", err)
 	}
 	return nil
+}
+
+func (r *readStmts) close() {
+	for _, st := range []*sql.Stmt{r.loadJobs, r.nextDue} {
+		if st != nil {
+			st.Close()
+		}
+	}
 }
 
 // Finish records an attempt and applies its verdict to the job.
 func (s *Store) Finish(ctx context.Context, a hookwarden.Attempt) error {
 	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		var status, exit any
-		if a.StatusCode != 0 {
-			status = a.StatusCode
-		}
-		if a.ExitCode >= 0 {
-			exit = a.ExitCode
-		}
-		var errText any
-		if a.Error != "" {
-			errText = a.Error
-		}
-		if _, err := tx.StmtContext(ctx, s.stmts.attempt).ExecContext(ctx, a.JobID, a.Number, fmtTime(a.StartedAt),
-			a.Duration.Microseconds(), status, exit, errText, a.Response, string(a.Verdict)); err != nil {
-			return fmt.Errorf("insert attempt: %w", err)
-		}
-		now := fmtTime(s.now())
-		var err error
-		switch a.Verdict {
-		case hookwarden.Delivered:
-			_, err = tx.StmtContext(ctx, s.stmts.delivered).ExecContext(ctx, now, a.JobID, a.Number)
-		case hookwarden.Retry:
-			_, err = tx.StmtContext(ctx, s.stmts.retry).ExecContext(ctx, fmtTime(a.RetryAt), errText, a.JobID, a.Number)
-		case hookwarden.Dead:
-			_, err = tx.StmtContext(ctx, s.stmts.dead).ExecContext(ctx, errText, now, a.JobID, a.Number)
-		default:
-			return fmt.Errorf("finish job %d: unknown verdict %q", a.JobID, a.Verdict)
-		}
-		if err != nil {
-			return fmt.Errorf("finish job %d: %w", a.JobID, err)
-		}
-		return nil
+		return s.finishTx(ctx, tx, a)
 	})
+}
+
+func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, a hookwarden.Attempt) error {
+	var status, exit any
+	if a.StatusCode != 0 {
+		status = a.StatusCode
+	}
+	if a.ExitCode >= 0 {
+		exit = a.ExitCode
+	}
+	var errText any
+	if a.Error != "" {
+		errText = a.Error
+	}
+	if _, err := tx.StmtContext(ctx, s.stmts.attempt).ExecContext(ctx, a.JobID, a.Number, fmtTime(a.StartedAt),
+		a.Duration.Microseconds(), status, exit, errText, a.Response, string(a.Verdict)); err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
+	}
+	now := fmtTime(s.now())
+	var err error
+	switch a.Verdict {
+	case hookwarden.Delivered:
+		_, err = tx.StmtContext(ctx, s.stmts.delivered).ExecContext(ctx, now, a.JobID, a.Number)
+	case hookwarden.Retry:
+		_, err = tx.StmtContext(ctx, s.stmts.retry).ExecContext(ctx, fmtTime(a.RetryAt), errText, a.JobID, a.Number)
+	case hookwarden.Dead:
+		_, err = tx.StmtContext(ctx, s.stmts.dead).ExecContext(ctx, errText, now, a.JobID, a.Number)
+	default:
+		return fmt.Errorf("finish job %d: unknown verdict %q", a.JobID, a.Verdict)
+	}
+	if err != nil {
+		return fmt.Errorf("finish job %d: %w", a.JobID, err)
+	}
+	return nil
 }
 
 // NextDue is the earliest due time of a pending job of the destination.
 func (s *Store) NextDue(ctx context.Context, destination string) (time.Time, bool, error) {
 	var next sql.NullString
-	err := s.rdb.QueryRowContext(ctx,
-		`SELECT min(next_at) FROM jobs WHERE state = 'pending' AND destination = ?`, destination).Scan(&next)
+	err := s.reads.nextDue.QueryRowContext(ctx, destination).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next due job: %w", err)
 	}

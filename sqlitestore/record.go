@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/http"
 	"sort"
 	"strings"
@@ -21,6 +22,7 @@ type writeStmts struct {
 	quarantineBump, quarantineNew     *sql.Stmt
 	lease, attempt                    *sql.Stmt
 	delivered, retry, dead            *sql.Stmt
+	many                              manyStmts
 }
 
 func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -28,11 +30,14 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		dst **sql.Stmt
 		sql string
 	}{
+		// No RETURNING on the hot inserts: SQLite implements it with an
+		// ephemeral table per execution, which cost more than the insert.
+		// The row id comes from last_insert_rowid, the claim from changes().
 		{&w.claim, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, event_id) DO NOTHING RETURNING id`},
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, event_id) DO NOTHING`},
 		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE source = ? AND event_id = ?`},
 		{&w.receipt, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`},
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&w.job, `INSERT INTO jobs (event_ref, destination, state, next_at, created_at) VALUES (?, ?, 'pending', ?, ?)`},
 		{&w.link, `INSERT INTO receipt_events (event_ref, receipt_id, kind) VALUES (?, ?, ?)`},
 		{&w.quarantineBump, `UPDATE quarantine SET count = count + 1, last_at = ? WHERE source = ? AND body_sha256 = ? RETURNING receipt_id`},
@@ -58,6 +63,10 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		}
 		*p.dst = st
 	}
+	if err := w.many.prepare(ctx, db); err != nil {
+		w.close()
+		return err
+	}
 	return nil
 }
 
@@ -68,18 +77,21 @@ func (w *writeStmts) close() {
 			st.Close()
 		}
 	}
+	w.many.close()
 }
 
 // Record commits the receipt, the claims of its events and their jobs in one
 // durable transaction. It never blocks on a full queue: it fails with an error
 // wrapping hookwarden.ErrUnavailable, and the receiver answers 503.
 func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.RecordResult, error) {
-	headers := encodeHeaders(r.Header) // outside the writer: keep its work small
+	// Outside the writer: keep its work small.
+	rec := &recordOp{r: r, headers: encodeHeaders(r.Header), at: fmtTime(r.ReceivedAt)}
 	var res hookwarden.RecordResult
-	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+	rec.res = &res
+	err := s.writeOp(ctx, false, &op{rec: rec, done: make(chan error, 1), fn: func(ctx context.Context, tx *sql.Tx) error {
 		res = hookwarden.RecordResult{Events: make([]hookwarden.EventResult, len(r.Events))}
-		return s.recordTx(ctx, tx, r, headers, &res)
-	})
+		return s.recordTx(ctx, tx, r, rec.headers, &res)
+	}})
 	if err != nil {
 		return hookwarden.RecordResult{}, err
 	}
@@ -101,13 +113,18 @@ func (s *Store) recordTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 // claimTx inserts the claim. It returns the event's row and whether this call
 // claimed it; for a duplicate it also says whether the bytes differ.
 func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string) (ref int64, isNew, divergent bool, err error) {
-	err = tx.StmtContext(ctx, s.stmts.claim).QueryRowContext(ctx,
-		source, ev.ID, ev.Type, at, ev.BodySHA256[:], ev.Body).Scan(&ref)
-	if err == nil {
-		return ref, true, false, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
+	res, err := tx.StmtContext(ctx, s.stmts.claim).ExecContext(ctx,
+		source, ev.ID, ev.Type, at, ev.BodySHA256[:], ev.Body)
+	if err != nil {
 		return 0, false, false, fmt.Errorf("claim event: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return 0, false, false, fmt.Errorf("claim event: %w", err)
+	} else if n == 1 {
+		if ref, err = res.LastInsertId(); err != nil {
+			return 0, false, false, fmt.Errorf("claim event: %w", err)
+		}
+		return ref, true, false, nil
 	}
 	var sum []byte
 	if err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, &sum); err != nil {
@@ -127,9 +144,12 @@ func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, ref int64, ev *hookwarde
 }
 
 func (s *Store) insertReceipt(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, ref any, kind, headers, at string, body []byte, reason any) (int64, error) {
-	var id int64
-	err := tx.StmtContext(ctx, s.stmts.receipt).QueryRowContext(ctx,
-		r.Source, ref, kind, at, r.RemoteAddr, headers, body, r.BodySHA256[:], reason).Scan(&id)
+	res, err := tx.StmtContext(ctx, s.stmts.receipt).ExecContext(ctx,
+		r.Source, ref, kind, at, r.RemoteAddr, headers, body, r.BodySHA256[:], reason)
+	if err != nil {
+		return 0, fmt.Errorf("insert receipt: %w", err)
+	}
+	id, err := res.LastInsertId()
 	if err != nil {
 		return 0, fmt.Errorf("insert receipt: %w", err)
 	}
@@ -227,6 +247,212 @@ func (s *Store) quarantineTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Rece
 		return fmt.Errorf("insert quarantine: %w", err)
 	}
 	return nil
+}
+
+// recordOp is one Record request as the writer sees it.
+type recordOp struct {
+	r       *hookwarden.Receipt
+	headers string // encodeHeaders(r.Header)
+	at      string // fmtTime(r.ReceivedAt)
+	res     *hookwarden.RecordResult
+
+	// Filled by recordMany.
+	ref              int64
+	isNew, divergent bool
+}
+
+// single reports whether the receipt carries one event that is the whole
+// body: the common case, which recordMany commits with multi-row statements.
+func (rc *recordOp) single() bool {
+	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil
+}
+
+// manyLog bounds the multi-row statements: one of each size 1, 2, 4, ...,
+// 1<<(manyLog-1) rows, prepared once; k rows go in chunks of descending
+// powers of two, so a batch of any size takes a few statements per table.
+const manyLog = 9
+
+// manyStmts are the multi-row forms of the claim, receipt and job inserts.
+type manyStmts struct {
+	claim, receipt, job [manyLog]*sql.Stmt
+	maxReceipt          *sql.Stmt
+}
+
+func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
+	rows := func(row string, n int) string {
+		return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+	}
+	var err error
+	if m.maxReceipt, err = db.PrepareContext(ctx, `SELECT coalesce(max(id), 0) FROM receipts`); err != nil {
+		return fmt.Errorf("prepare statement: %w", err)
+	}
+	for l := range manyLog {
+		n := 1 << l
+		for _, p := range []struct {
+			dst **sql.Stmt
+			sql string
+		}{
+			// A batch may carry the same id twice: VALUES rows are inserted
+			// in order, so the first one claims it and the others conflict.
+			{&m.claim[l], `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256) VALUES ` +
+				rows("(?, ?, ?, ?, ?)", n) + ` ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id`},
+			// Explicit ids (max + 1, + 2, ...): each request learns its row
+			// without RETURNING, whose row order SQLite does not promise.
+			{&m.receipt[l], `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256) VALUES ` +
+				rows("(?, ?, ?, ?, ?, ?, ?, ?, ?)", n)},
+			{&m.job[l], `INSERT INTO jobs (event_ref, destination, state, next_at, created_at) VALUES ` +
+				rows("(?, ?, 'pending', ?, ?)", n)},
+		} {
+			if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
+				return fmt.Errorf("prepare statement: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (m *manyStmts) close() {
+	for l := range manyLog {
+		for _, st := range []*sql.Stmt{m.claim[l], m.receipt[l], m.job[l]} {
+			if st != nil {
+				st.Close()
+			}
+		}
+	}
+	if m.maxReceipt != nil {
+		m.maxReceipt.Close()
+	}
+}
+
+// chunks calls f for consecutive chunks of n items, each 1<<l long, largest
+// first, with l < manyLog.
+func chunks(n int, f func(lo, size, l int) error) error {
+	for lo := 0; lo < n; {
+		l := min(bits.Len(uint(n-lo))-1, manyLog-1)
+		if err := f(lo, 1<<l, l); err != nil {
+			return err
+		}
+		lo += 1 << l
+	}
+	return nil
+}
+
+// recordMany commits the single-event receipts of one writer batch with a
+// few multi-row statements per table instead of three statements per
+// request: claims first (RETURNING says which are new), a look-up per
+// duplicate, then the receipts, then the jobs of the new events. The
+// outcome of each request is what singleTx would give it had the requests
+// run one after the other in batch order.
+func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) error {
+	type key struct{ source, id string }
+	claimed := make(map[key]int64, len(recs))
+	args := make([]any, 0, 9<<(manyLog-1))
+	err := chunks(len(recs), func(lo, size, l int) error {
+		args = args[:0]
+		for _, rc := range recs[lo : lo+size] {
+			ev := &rc.r.Events[0]
+			args = append(args, rc.r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:])
+		}
+		rows, err := tx.StmtContext(ctx, s.stmts.many.claim[l]).QueryContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("claim events: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var k key
+			if err := rows.Scan(&id, &k.source, &k.id); err != nil {
+				return fmt.Errorf("claim events: %w", err)
+			}
+			claimed[k] = id
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("claim events: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var lookup *sql.Stmt
+	for _, rc := range recs {
+		ev := &rc.r.Events[0]
+		k := key{rc.r.Source, ev.ID}
+		*rc.res = hookwarden.RecordResult{Events: make([]hookwarden.EventResult, 1)}
+		if id, ok := claimed[k]; ok {
+			delete(claimed, k) // the first request with the id claimed it
+			rc.ref, rc.isNew, rc.divergent = id, true, false
+			continue
+		}
+		if lookup == nil {
+			lookup = tx.StmtContext(ctx, s.stmts.lookup)
+		}
+		var sum []byte
+		if err := lookup.QueryRowContext(ctx, k.source, k.id).Scan(&rc.ref, &sum); err != nil {
+			return fmt.Errorf("look up claimed event: %w", err)
+		}
+		rc.isNew, rc.divergent = false, !bytes.Equal(sum, ev.BodySHA256[:])
+	}
+
+	var base int64
+	if err := tx.StmtContext(ctx, s.stmts.many.maxReceipt).QueryRowContext(ctx).Scan(&base); err != nil {
+		return fmt.Errorf("insert receipts: %w", err)
+	}
+	err = chunks(len(recs), func(lo, size, l int) error {
+		args = args[:0]
+		for i, rc := range recs[lo : lo+size] {
+			kind, body := "accepted", rc.r.Body
+			switch {
+			case rc.isNew:
+			case rc.divergent:
+				kind = "divergent" // keep the differing body: worth a human's look
+			default:
+				kind, body = "duplicate", nil // byte-identical: the first receipt has it
+			}
+			if body == nil && kind != "duplicate" {
+				body = []byte{} // an empty body is stored as such, not as NULL (pruned)
+			}
+			rc.res.ReceiptID = base + int64(lo+i) + 1
+			args = append(args, rc.res.ReceiptID, rc.r.Source, rc.ref, kind, rc.at, rc.r.RemoteAddr,
+				rc.headers, body, rc.r.BodySHA256[:])
+		}
+		if _, err := tx.StmtContext(ctx, s.stmts.many.receipt[l]).ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("insert receipts: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	type jobRow struct {
+		ref      int64
+		dest, at string
+	}
+	var jobs []jobRow
+	for _, rc := range recs {
+		ev := &rc.r.Events[0]
+		if !rc.isNew {
+			rc.res.Outcome = hookwarden.Duplicate
+			rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: rc.divergent}
+			continue
+		}
+		for _, d := range ev.Destinations {
+			jobs = append(jobs, jobRow{rc.ref, d, rc.at})
+		}
+		rc.res.Outcome = hookwarden.Accepted
+		rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: len(ev.Destinations)}
+	}
+	return chunks(len(jobs), func(lo, size, l int) error {
+		args = args[:0]
+		for _, j := range jobs[lo : lo+size] {
+			args = append(args, j.ref, j.dest, j.at, j.at)
+		}
+		if _, err := tx.StmtContext(ctx, s.stmts.many.job[l]).ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		return nil
+	})
 }
 
 func isConstraint(err error) bool {

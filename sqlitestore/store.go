@@ -71,6 +71,7 @@ type Store struct {
 	once     sync.Once
 
 	stmts writeStmts
+	reads readStmts // prepared on rdb; not in a read-only store
 
 	healthMu  sync.Mutex
 	lastOK    time.Time
@@ -83,6 +84,9 @@ type Store struct {
 type op struct {
 	fn   func(ctx context.Context, tx *sql.Tx) error
 	done chan error
+	// rec, when set, is the Record request fn commits; the writer may commit
+	// several of them together with multi-row statements instead (recordMany).
+	rec *recordOp
 }
 
 // dsn builds a modernc DSN. Pragmas go in the DSN so that every pooled
@@ -166,6 +170,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.wdb.Close()
 		return nil, err
 	}
+	if err := s.reads.prepare(ctx, s.rdb); err != nil {
+		s.rdb.Close()
+		s.wdb.Close()
+		return nil, err
+	}
 	s.ops = make(chan *op, opts.QueueSize)
 	s.lastOK = s.now()
 	go s.writer()
@@ -210,6 +219,7 @@ func (s *Store) Close() error {
 			s.closeErr = errors.Join(s.closeErr, s.wdb.Close())
 		}
 		if s.rdb != nil {
+			s.reads.close()
 			s.closeErr = errors.Join(s.closeErr, s.rdb.Close())
 		}
 	})
@@ -223,10 +233,14 @@ var errClosed = fmt.Errorf("%w: shutting down", hookwarden.ErrUnavailable)
 // With wait=false a full queue fails at once (the receiver's backpressure);
 // otherwise it waits for room until ctx ends.
 func (s *Store) write(ctx context.Context, wait bool, fn func(context.Context, *sql.Tx) error) error {
+	return s.writeOp(ctx, wait, &op{fn: fn, done: make(chan error, 1)})
+}
+
+// writeOp is write for a prepared op.
+func (s *Store) writeOp(ctx context.Context, wait bool, o *op) error {
 	if s.closing.Load() {
 		return errClosed
 	}
-	o := &op{fn: fn, done: make(chan error, 1)}
 	if wait {
 		select {
 		case s.ops <- o:
@@ -343,7 +357,27 @@ func (s *Store) runTx(ops []*op) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
+	// Plain receipts of a batch share multi-row statements; a lone one, and
+	// every other write, runs its own function.
+	var many []*recordOp
+	if len(ops) > 1 {
+		for _, o := range ops {
+			if o.rec != nil && o.rec.single() {
+				many = append(many, o.rec)
+			}
+		}
+	}
+	if len(many) > 1 {
+		if err := s.recordMany(ctx, tx, many); err != nil {
+			return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
+		}
+	} else {
+		many = nil
+	}
 	for _, o := range ops {
+		if many != nil && o.rec != nil && o.rec.single() {
+			continue
+		}
 		if err := o.fn(ctx, tx); err != nil {
 			return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 		}

@@ -320,7 +320,7 @@ func (d *dispatcher) run(ctx, hard context.Context, wg *sync.WaitGroup) {
 			for _, job := range jobs {
 				inflight++
 				wg.Go(func() {
-					d.attempt(hard, job, log)
+					d.attempts(ctx, hard, job, log)
 					d.freed <- struct{}{} // never blocks: capacity Concurrency
 				})
 			}
@@ -342,6 +342,17 @@ func (d *dispatcher) run(ctx, hard context.Context, wg *sync.WaitGroup) {
 			return
 		case <-d.freed:
 			inflight--
+			// Attempts whose finishes shared a commit free their slots
+			// together: take them all, so that one lease refills them all
+			// instead of one lease (one commit) per slot.
+			for more := true; more; {
+				select {
+				case <-d.freed:
+					inflight--
+				default:
+					more = false
+				}
+			}
 		case <-d.wake:
 		case <-timer.C:
 		}
@@ -387,8 +398,39 @@ func (d *dispatcher) untilNextDue(ctx context.Context, log *slog.Logger) time.Du
 	return min(max(t.Sub(d.p.opt.Now()), minWait), poll)
 }
 
-// attempt runs one delivery attempt of a leased job and records it.
-func (d *dispatcher) attempt(hard context.Context, job hookwarden.Job, log *slog.Logger) {
+// finishLeaser is implemented by queues that can record an attempt and
+// lease the destination's next due jobs in one write (sqlitestore): a slot
+// that stays busy then costs one commit per delivery instead of two (a
+// Finish, then the dispatcher's Lease).
+type finishLeaser interface {
+	FinishAndLease(ctx context.Context, a hookwarden.Attempt, destination string, max int, leaseFor time.Duration) ([]hookwarden.Job, error)
+}
+
+// chainMaxConcurrency: destinations with at most this many slots lease
+// through finishing attempts (one job each); wider ones are better served by
+// the dispatcher leasing every freed slot in one statement and loading the
+// events in one query. Measured with BenchmarkPoolDeliver on SQLite (jobs/s,
+// chained vs dispatcher only): 4 slots 4,200 vs 2,200; 16: 7,500 vs 6,100;
+// 32: 8,400 vs 10,200; 64: 9,800 vs 14,000 (docs/performance.md).
+const chainMaxConcurrency = 16
+
+// attempts runs the attempt of a leased job in its slot and, while the pool
+// runs (run is not done) and the queue is a finishLeaser, the destination's next due
+// job in the same slot, leased in the write that records the attempt.
+func (d *dispatcher) attempts(run, hard context.Context, job hookwarden.Job, log *slog.Logger) {
+	for {
+		next, ok := d.attempt(run, hard, job, log)
+		if !ok {
+			return
+		}
+		job = next
+	}
+}
+
+// attempt runs one delivery attempt of a leased job and records it. While
+// run is not done and the queue can, the same write leases the next due job
+// of the destination, which attempt returns with ok.
+func (d *dispatcher) attempt(run, hard context.Context, job hookwarden.Job, log *slog.Logger) (next hookwarden.Job, ok bool) {
 	p := d.p
 	started := p.opt.Now()
 	t0 := time.Now()
@@ -407,9 +449,16 @@ func (d *dispatcher) attempt(hard context.Context, job hookwarden.Job, log *slog
 	aborted := hard.Err() != nil
 	a := judge(res, &job, &d.dest, started, dur, p.opt.Now(), p.opt.Rand(), aborted)
 
-	// The attempt is recorded even when shutdown has begun.
+	// The attempt is recorded even when shutdown has begun; the next job is
+	// leased only while the pool runs.
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(hard), finishTimeout)
-	err := p.q.Finish(fctx, a)
+	var err error
+	var more []hookwarden.Job
+	if fl, can := p.q.(finishLeaser); can && d.dest.Concurrency <= chainMaxConcurrency && run.Err() == nil {
+		more, err = fl.FinishAndLease(fctx, a, d.dest.Name, 1, d.leaseFor)
+	} else {
+		err = p.q.Finish(fctx, a)
+	}
 	fcancel()
 	if err != nil {
 		err = fmt.Errorf("finish: %w", err)
@@ -440,4 +489,8 @@ func (d *dispatcher) attempt(hard context.Context, job hookwarden.Job, log *slog
 	if p.opt.OnAttempt != nil {
 		p.opt.OnAttempt(d.dest.Name, a)
 	}
+	if len(more) > 0 {
+		return more[0], true
+	}
+	return hookwarden.Job{}, false
 }

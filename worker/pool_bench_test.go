@@ -22,7 +22,7 @@ import (
 // the store and the pool put on delivery, without any network. jobs/s is
 // the figure; one op is one job.
 func BenchmarkPoolDeliver(b *testing.B) {
-	for _, conc := range []int{4, 16, 64} {
+	for _, conc := range []int{4, 16, 32, 64} {
 		b.Run("concurrency="+strconv.Itoa(conc), func(b *testing.B) {
 			ctx := context.Background()
 			s, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "hw.db"),

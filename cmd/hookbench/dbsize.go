@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the same driver as hookwarden
@@ -52,9 +56,11 @@ func openDB(path string) (*sql.DB, error) {
 }
 
 // measureDB measures a database that no process has open. The pruned figure
-// comes from a copy: bodies of finished events set to NULL, as the payload
-// retention does, then VACUUM.
-func measureDB(ctx context.Context, path string, bodySize int, workDir string) (*dbReport, error) {
+// comes from a copy: `hookwarden prune` with retention.payloads 1s (every
+// body of a delivered event goes; claims, headers, jobs and attempts stay),
+// then VACUUM so that the freed pages leave the file. cfgPath is the
+// configuration the database was served with.
+func measureDB(ctx context.Context, path string, bodySize int, workDir, bin, cfgPath string) (*dbReport, error) {
 	r := &dbReport{BodyBytes: bodySize, Receipts: map[string]int64{}}
 	r.FileBytes = fileSize(path) + fileSize(path+"-wal")
 	db, err := openDB(path)
@@ -100,22 +106,32 @@ func measureDB(ctx context.Context, path string, bodySize int, workDir string) (
 		return nil, fmt.Errorf("copy database: %w", err)
 	}
 	defer os.Remove(pruned)
+	if n, err := prunePayloads(ctx, bin, cfgPath, pruned, workDir); err == nil {
+		r.PruneMethod = fmt.Sprintf("hookwarden prune (retention.payloads 1s) on a copy: %d bodies removed; then VACUUM", n)
+	} else {
+		// An older binary without the prune command: the same change by hand.
+		r.PruneMethod = "no prune command (" + err.Error() + "): UPDATE receipts SET body = NULL for delivered events on a copy, then VACUUM"
+		pdb, err := openDB(pruned)
+		if err != nil {
+			return nil, err
+		}
+		const prune = `UPDATE receipts SET body = NULL, pruned_at = ?
+WHERE body IS NOT NULL AND event_ref IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = receipts.event_ref AND j.state <> 'delivered')`
+		_, err = pdb.ExecContext(ctx, prune, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"))
+		pdb.Close()
+		if err != nil {
+			return nil, fmt.Errorf("prune copy: %w", err)
+		}
+	}
 	pdb, err := openDB(pruned)
 	if err != nil {
 		return nil, err
 	}
 	defer pdb.Close()
-	// Finished events only: the payload of a pending or dead job is kept.
-	const prune = `UPDATE receipts SET body = NULL, pruned_at = ?
-WHERE body IS NOT NULL AND event_ref IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = receipts.event_ref AND j.state <> 'delivered')`
-	if _, err := pdb.ExecContext(ctx, prune, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z")); err != nil {
-		return nil, fmt.Errorf("prune copy: %w", err)
-	}
 	if _, err := pdb.ExecContext(ctx, `VACUUM`); err != nil {
 		return nil, fmt.Errorf("vacuum copy: %w", err)
 	}
-	r.PruneMethod = "copy (VACUUM INTO) + UPDATE receipts SET body = NULL for delivered events + VACUUM (equivalent of payload retention; no prune command used)"
 	if r.PrunedTables, err = tableSizes(ctx, pdb, r.Events); err != nil {
 		return nil, err
 	}
@@ -143,4 +159,37 @@ func tableSizes(ctx context.Context, db *sql.DB, events int64) (map[string]float
 		}
 	}
 	return out, rows.Err()
+}
+
+// prunePayloads runs `hookwarden prune` on a database copy with a one-second
+// payload retention and returns how many bodies it removed.
+func prunePayloads(ctx context.Context, bin, cfgPath, db, workDir string) (int, error) {
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return 0, err
+	}
+	pcfg := filepath.Join(workDir, "prune.yaml")
+	cfg = append(cfg, "retention:\n  payloads: 1s\n  claims: 90d\n"...)
+	if err := os.WriteFile(pcfg, cfg, 0o600); err != nil {
+		return 0, err
+	}
+	defer os.Remove(pcfg)
+	time.Sleep(1100 * time.Millisecond) // every event is older than the retention
+	cmd := exec.CommandContext(ctx, bin, "prune", "--config", pcfg, "--db", db, "--json")
+	cmd.Env = append(os.Environ(), "HOOKBENCH_SECRET=whsec_"+strings.Repeat("A", 44))
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			return 0, fmt.Errorf("%s", strings.TrimSpace(string(ee.Stderr)))
+		}
+		return 0, err
+	}
+	var res struct {
+		PayloadsPruned int `json:"payloads_pruned"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return 0, fmt.Errorf("prune output %q: %w", out, err)
+	}
+	return res.PayloadsPruned, nil
 }

@@ -48,6 +48,8 @@ type loadSpec struct {
 	Gen     *generator
 	// OnMeasure, if set, is called when the measured window opens.
 	OnMeasure func()
+	// Live, if set, counts accepted answers as they come (for samplers).
+	Live *atomic.Int64
 }
 
 // loadResult is what one phase measured. Latencies are in milliseconds.
@@ -399,6 +401,9 @@ func runLoad(spec loadSpec) loadResult {
 				case ansAccepted:
 					accepted.Add(1)
 					lc.accepted = append(lc.accepted, n)
+					if spec.Live != nil {
+						spec.Live.Add(1)
+					}
 				case ansDuplicate:
 					dups.Add(1)
 				case ansOther2xx:

@@ -73,6 +73,7 @@ type options struct {
 	bodies      []int
 	e2e         time.Duration
 	sustain     time.Duration
+	sustainRate float64
 	redrive     int
 	burst       int64
 	burstConns  int
@@ -80,6 +81,7 @@ type options struct {
 	out         string
 	profile     string
 	trace       bool
+	profileE2E  bool
 	workDir     string
 	keep        bool
 	phases      map[string]bool
@@ -104,6 +106,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&bodies, "bodies", "16384,262144", "other body sizes, measured at 64 connections (empty: skip)")
 	fs.DurationVar(&o.e2e, "e2e", 60*time.Second, "load time of the end-to-end phase (delivery to the sink)")
 	fs.DurationVar(&o.sustain, "sustain", 60*time.Second, "length of the sustained phase at a quarter of the baseline")
+	fs.Float64Var(&o.sustainRate, "sustain-rate", 0, "new events/s of the sustained phase (default: 0.25 of the baseline at 64 connections)")
 	fs.IntVar(&o.redrive, "redrive", 40000, "events re-sent by the bulk redrive (at most the e2e phase's)")
 	fs.Int64Var(&o.burst, "burst", 100000, "events of the burst phase (peak RSS)")
 	fs.IntVar(&o.burstConns, "burst-conns", 256, "connections of the burst phase")
@@ -111,6 +114,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.out, "out", "bench.json", "JSON report file")
 	fs.StringVar(&o.profile, "profile", "", "directory for CPU and heap profiles of hookwarden serve (64 conns); empty: none")
 	fs.BoolVar(&o.trace, "trace", false, "with -profile: also write an execution trace (trace.out, large)")
+	fs.BoolVar(&o.profileE2E, "profile-e2e", false, "with -profile: profile the end-to-end load (deliveries on, until drained) instead of the ack-only one")
 	fs.StringVar(&o.workDir, "workdir", "", "where databases go (default: a new temporary directory, removed after)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run")
