@@ -83,23 +83,32 @@ SELECT id, 1, created_at, 1500, 200, 'delivered' FROM jobs WHERE state = 'delive
 // The budget is 10 ms. "steady" is a healthy outbox; "backlog" is the worst
 // case for the outbox query: the destination has been down and every one of
 // the 100,000 jobs is pending.
+// scrapeCases are the outboxes the scrape benchmarks run against, each in a
+// database of 100,000 events.
+var scrapeCases = []struct {
+	name          string
+	pending, dead int
+}{
+	{"steady", 200, 50},
+	{"backlog", 100_000, 0},
+}
+
+// openFilled opens a store on a database filled for one case.
+func openFilled(b *testing.B, pending, dead int) *sqlitestore.Store {
+	path := filepath.Join(b.TempDir(), "hw.db")
+	fillDB(b, path, 100_000, pending, dead)
+	st, err := sqlitestore.Open(context.Background(), path, sqlitestore.Options{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
 func BenchmarkScrape(b *testing.B) {
-	const events = 100_000
-	for _, c := range []struct {
-		name          string
-		pending, dead int
-	}{
-		{"steady", 200, 50},
-		{"backlog", events, 0},
-	} {
+	for _, c := range scrapeCases {
 		b.Run(c.name, func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "hw.db")
-			fillDB(b, path, events, c.pending, c.dead)
-			st, err := sqlitestore.Open(context.Background(), path, sqlitestore.Options{Logger: quiet})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
+			st := openFilled(b, c.pending, c.dead)
 			m := metrics.New(nil)
 			dests := []string{"s/app", "s/notify"}
 			m.RegisterOutbox(st, dests)
@@ -135,22 +144,9 @@ func BenchmarkScrape(b *testing.B) {
 // BenchmarkOutboxRefresh is the background cost behind the outbox gauges:
 // one OutboxStats read, paid every refresh period instead of per scrape.
 func BenchmarkOutboxRefresh(b *testing.B) {
-	const events = 100_000
-	for _, c := range []struct {
-		name          string
-		pending, dead int
-	}{
-		{"steady", 200, 50},
-		{"backlog", events, 0},
-	} {
+	for _, c := range scrapeCases {
 		b.Run(c.name, func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "hw.db")
-			fillDB(b, path, events, c.pending, c.dead)
-			st, err := sqlitestore.Open(context.Background(), path, sqlitestore.Options{Logger: quiet})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
+			st := openFilled(b, c.pending, c.dead)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := st.OutboxStats(context.Background(), []string{"s/app", "s/notify"}); err != nil {
