@@ -83,14 +83,18 @@ type testApp struct {
 	dbPath string
 }
 
-// startApp boots the whole program in-process on :0 with a temp database.
-// extra is YAML appended to the destination "app" of source "std".
-func startApp(t *testing.T, destURL, extra string) *testApp {
-	t.Helper()
-	db := filepath.Join(t.TempDir(), "hw.db")
-	doc := fmt.Sprintf(`
+// stdConfig is the test configuration: source "std" (Standard Webhooks)
+// delivering to destURL as destination "app", with a database at db. A
+// non-empty adminToken protects the admin listener; extra is YAML appended to
+// the destination.
+func stdConfig(db, adminToken, destURL, extra string) string {
+	admin := `{ listen: "127.0.0.1:0" }`
+	if adminToken != "" {
+		admin = fmt.Sprintf(`{ listen: "127.0.0.1:0", token: %q }`, adminToken)
+	}
+	return fmt.Sprintf(`
 listen: "127.0.0.1:0"
-admin: { listen: "127.0.0.1:0" }
+admin: %s
 database: { path: %q }
 limits: { max_body_bytes: 4096 }
 sources:
@@ -102,8 +106,15 @@ sources:
         url: %q
         signing_secret: %q
         backoff: { initial: 10ms, max: 40ms }
-%s`, db, testSecret, destURL, testAppSecret, extra)
-	return startAppYAML(t, doc, db)
+%s`, admin, db, testSecret, destURL, testAppSecret, extra)
+}
+
+// startApp boots the whole program in-process on :0 with a temp database.
+// extra is YAML appended to the destination "app" of source "std".
+func startApp(t *testing.T, destURL, extra string) *testApp {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "hw.db")
+	return startAppYAML(t, stdConfig(db, "", destURL, extra), db)
 }
 
 func startAppYAML(t *testing.T, doc, db string) *testApp {

@@ -270,21 +270,7 @@ func TestLogsTieReceiptToAttemptsAndHoldNoSecret(t *testing.T) {
 	app := newSink(t, 503, 422) // event 1: a retry, then poison; then 204
 	var logs logBuffer
 	db := filepath.Join(t.TempDir(), "hw.db")
-	doc := fmt.Sprintf(`
-listen: "127.0.0.1:0"
-admin: { listen: "127.0.0.1:0", token: %q }
-database: { path: %q }
-limits: { max_body_bytes: 4096 }
-sources:
-  - name: std
-    scheme: standard
-    secrets: [%q]
-    destinations:
-      - name: app
-        url: %q
-        signing_secret: %q
-        backoff: { initial: 10ms, max: 40ms }
-`, adminToken, db, testSecret, app.URL, testAppSecret)
+	doc := stdConfig(db, adminToken, app.URL, "")
 	a, stop := startAppLogged(t, doc, db, &logs)
 
 	body := `{"type":"invoice.paid","card":"` + bodyMarker + `"}`
