@@ -38,7 +38,10 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE source = ? AND event_id = ?`},
 		{&w.receipt, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&w.job, `INSERT INTO jobs (event_ref, destination, state, next_at, created_at) VALUES (?, ?, 'pending', ?, ?)`},
+		// attempts, next_at and leased_until say whether the job starts
+		// leased to a Direct slot (attempt 1 counted, due at the lease's end).
+		{&w.job, `INSERT INTO jobs (event_ref, destination, state, attempts, next_at, leased_until, created_at)
+			VALUES (?, ?, 'pending', ?, ?, ?, ?)`},
 		{&w.link, `INSERT INTO receipt_events (event_ref, receipt_id, kind) VALUES (?, ?, ?)`},
 		{&w.quarantineBump, `UPDATE quarantine SET count = count + 1, last_at = ? WHERE source = ? AND body_sha256 = ? RETURNING receipt_id`},
 		{&w.quarantineNew, `INSERT INTO quarantine (source, body_sha256, receipt_id, reason, first_at, last_at, count) VALUES (?, ?, ?, ?, ?, ?, 1)`},
@@ -112,32 +115,51 @@ func (s *Store) recordTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 
 // claimTx inserts the claim. It returns the event's row and whether this call
 // claimed it; for a duplicate it also says whether the bytes differ.
-func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string) (ref int64, isNew, divergent bool, err error) {
+//
+// A claim whose payload retention removed the hash (empty body_sha256)
+// cannot tell: the duplicate is not flagged, and unknown says to keep its
+// body, since nothing proves it identical.
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string) (ref int64, isNew, divergent, unknown bool, err error) {
 	res, err := tx.StmtContext(ctx, s.stmts.claim).ExecContext(ctx,
 		source, ev.ID, ev.Type, at, ev.BodySHA256[:], ev.Body)
 	if err != nil {
-		return 0, false, false, fmt.Errorf("claim event: %w", err)
+		return 0, false, false, false, fmt.Errorf("claim event: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return 0, false, false, fmt.Errorf("claim event: %w", err)
+		return 0, false, false, false, fmt.Errorf("claim event: %w", err)
 	} else if n == 1 {
 		if ref, err = res.LastInsertId(); err != nil {
-			return 0, false, false, fmt.Errorf("claim event: %w", err)
+			return 0, false, false, false, fmt.Errorf("claim event: %w", err)
 		}
-		return ref, true, false, nil
+		return ref, true, false, false, nil
 	}
 	var sum []byte
 	if err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, &sum); err != nil {
-		return 0, false, false, fmt.Errorf("look up claimed event: %w", err)
+		return 0, false, false, false, fmt.Errorf("look up claimed event: %w", err)
 	}
-	return ref, false, !bytes.Equal(sum, ev.BodySHA256[:]), nil
+	return ref, false, len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0, nil
 }
 
-func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, ref int64, ev *hookwarden.Event, at string) (int, error) {
+func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, ref int64, ev *hookwarden.Event, at string) (int, error) {
 	st := tx.StmtContext(ctx, s.stmts.job)
 	for _, d := range ev.Destinations {
-		if _, err := st.ExecContext(ctx, ref, d, at, at); err != nil {
+		attempts, next, leased := 0, at, any(nil)
+		slot, until, direct := s.reserve(d, s.now())
+		if direct {
+			attempts, next, leased = 1, until, until
+			// Listed now so that a failure releases the slot.
+			s.handed = append(s.handed, handed{slot: slot})
+		}
+		res, err := st.ExecContext(ctx, ref, d, attempts, next, leased, at)
+		if err != nil {
 			return 0, fmt.Errorf("insert job: %w", err)
+		}
+		if direct {
+			id, err := res.LastInsertId()
+			if err != nil {
+				return 0, fmt.Errorf("insert job: %w", err)
+			}
+			s.handed[len(s.handed)-1].job = directJob(r, ev, id, d)
 		}
 	}
 	return len(ev.Destinations), nil
@@ -158,7 +180,7 @@ func (s *Store) insertReceipt(ctx context.Context, tx *sql.Tx, r *hookwarden.Rec
 
 func (s *Store) singleTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers, at string, res *hookwarden.RecordResult) error {
 	ev := &r.Events[0]
-	ref, isNew, divergent, err := s.claimTx(ctx, tx, r.Source, ev, at)
+	ref, isNew, divergent, unknown, err := s.claimTx(ctx, tx, r.Source, ev, at)
 	if err != nil {
 		return err
 	}
@@ -167,6 +189,8 @@ func (s *Store) singleTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 	case isNew:
 	case divergent:
 		kind = "divergent" // keep the differing body: worth a human's look
+	case unknown:
+		kind = "duplicate" // of a pruned event: keep the body, it may differ
 	default:
 		kind, body = "duplicate", nil // byte-identical: the first receipt has it
 	}
@@ -181,7 +205,7 @@ func (s *Store) singleTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 		res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
 		return nil
 	}
-	n, err := s.jobsTx(ctx, tx, ref, ev, at)
+	n, err := s.jobsTx(ctx, tx, r, ref, ev, at)
 	if err != nil {
 		return err
 	}
@@ -200,14 +224,14 @@ func (s *Store) batchTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, 
 	link := tx.StmtContext(ctx, s.stmts.link)
 	for i := range r.Events {
 		ev := &r.Events[i]
-		ref, isNew, divergent, err := s.claimTx(ctx, tx, r.Source, ev, at)
+		ref, isNew, divergent, _, err := s.claimTx(ctx, tx, r.Source, ev, at)
 		if err != nil {
 			return err
 		}
 		kind := "accepted"
 		er := hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
 		if isNew {
-			if er.Jobs, err = s.jobsTx(ctx, tx, ref, ev, at); err != nil {
+			if er.Jobs, err = s.jobsTx(ctx, tx, r, ref, ev, at); err != nil {
 				return err
 			}
 			er.Outcome = hookwarden.Accepted
@@ -259,6 +283,7 @@ type recordOp struct {
 	// Filled by recordMany.
 	ref              int64
 	isNew, divergent bool
+	unknown          bool // a duplicate of a claim without a hash (payload pruned)
 }
 
 // single reports whether the receipt carries one event that is the whole
@@ -275,7 +300,7 @@ const manyLog = 9
 // manyStmts are the multi-row forms of the claim, receipt and job inserts.
 type manyStmts struct {
 	claim, receipt, job [manyLog]*sql.Stmt
-	maxReceipt          *sql.Stmt
+	maxReceipt, maxJob  *sql.Stmt
 }
 
 func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -284,6 +309,9 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 	}
 	var err error
 	if m.maxReceipt, err = db.PrepareContext(ctx, `SELECT coalesce(max(id), 0) FROM receipts`); err != nil {
+		return fmt.Errorf("prepare statement: %w", err)
+	}
+	if m.maxJob, err = db.PrepareContext(ctx, `SELECT coalesce(max(id), 0) FROM jobs`); err != nil {
 		return fmt.Errorf("prepare statement: %w", err)
 	}
 	for l := range manyLog {
@@ -300,8 +328,8 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 			// without RETURNING, whose row order SQLite does not promise.
 			{&m.receipt[l], `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256) VALUES ` +
 				rows("(?, ?, ?, ?, ?, ?, ?, ?, ?)", n)},
-			{&m.job[l], `INSERT INTO jobs (event_ref, destination, state, next_at, created_at) VALUES ` +
-				rows("(?, ?, 'pending', ?, ?)", n)},
+			{&m.job[l], `INSERT INTO jobs (id, event_ref, destination, state, attempts, next_at, leased_until, created_at) VALUES ` +
+				rows("(?, ?, ?, 'pending', ?, ?, ?, ?)", n)},
 		} {
 			if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
 				return fmt.Errorf("prepare statement: %w", err)
@@ -319,8 +347,10 @@ func (m *manyStmts) close() {
 			}
 		}
 	}
-	if m.maxReceipt != nil {
-		m.maxReceipt.Close()
+	for _, st := range []*sql.Stmt{m.maxReceipt, m.maxJob} {
+		if st != nil {
+			st.Close()
+		}
 	}
 }
 
@@ -391,7 +421,7 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 		if err := lookup.QueryRowContext(ctx, k.source, k.id).Scan(&rc.ref, &sum); err != nil {
 			return fmt.Errorf("look up claimed event: %w", err)
 		}
-		rc.isNew, rc.divergent = false, !bytes.Equal(sum, ev.BodySHA256[:])
+		rc.isNew, rc.divergent, rc.unknown = false, len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0
 	}
 
 	var base int64
@@ -406,6 +436,8 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 			case rc.isNew:
 			case rc.divergent:
 				kind = "divergent" // keep the differing body: worth a human's look
+			case rc.unknown:
+				kind = "duplicate" // of a pruned event: keep the body, it may differ
 			default:
 				kind, body = "duplicate", nil // byte-identical: the first receipt has it
 			}
@@ -426,10 +458,14 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 	}
 
 	type jobRow struct {
-		ref      int64
-		dest, at string
+		rc     *recordOp
+		dest   string
+		until  string // the lease's end when the job goes to a Direct slot
+		direct bool
 	}
 	var jobs []jobRow
+	nDirect := 0
+	now := s.now()
 	for _, rc := range recs {
 		ev := &rc.r.Events[0]
 		if !rc.isNew {
@@ -438,21 +474,50 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 			continue
 		}
 		for _, d := range ev.Destinations {
-			jobs = append(jobs, jobRow{rc.ref, d, rc.at})
+			slot, until, direct := s.reserve(d, now)
+			jobs = append(jobs, jobRow{rc, d, until, direct})
+			if direct {
+				nDirect++
+				// Listed now so that a failure below releases the slot; the
+				// job is filled in once its id is known.
+				s.handed = append(s.handed, handed{slot: slot})
+			}
 		}
 		rc.res.Outcome = hookwarden.Accepted
 		rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: len(ev.Destinations)}
 	}
-	return chunks(len(jobs), func(lo, size, l int) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	// Explicit ids, as for the receipts: a handed job needs its id.
+	if err := tx.StmtContext(ctx, s.stmts.many.maxJob).QueryRowContext(ctx).Scan(&base); err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	if err := chunks(len(jobs), func(lo, size, l int) error {
 		args = args[:0]
-		for _, j := range jobs[lo : lo+size] {
-			args = append(args, j.ref, j.dest, j.at, j.at)
+		for i, j := range jobs[lo : lo+size] {
+			attempts, next, leased := 0, j.rc.at, any(nil)
+			if j.direct {
+				attempts, next, leased = 1, j.until, j.until
+			}
+			args = append(args, base+int64(lo+i)+1, j.rc.ref, j.dest, attempts, next, leased, j.rc.at)
 		}
 		if _, err := tx.StmtContext(ctx, s.stmts.many.job[l]).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	h := s.handed[len(s.handed)-nDirect:]
+	k := 0
+	for i, j := range jobs {
+		if j.direct {
+			h[k].job = directJob(j.rc.r, &j.rc.r.Events[0], base+int64(i)+1, j.dest)
+			k++
+		}
+	}
+	return nil
 }
 
 func isConstraint(err error) bool {

@@ -45,6 +45,10 @@ type HTTPConfig struct {
 	Client *http.Client
 	// UserAgent of every request; default "hookwarden".
 	UserAgent string
+	// Concurrency is the destination's number of delivery slots: the client
+	// keeps that many connections alive, so no slot opens a new connection
+	// per attempt.
+	Concurrency int
 }
 
 // HTTP delivers a job by POSTing its original body to a URL. It is safe for
@@ -85,20 +89,23 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Client != nil {
 		client = *cfg.Client
 	} else {
-		client = http.Client{Transport: newTransport(cfg.Timeout), Timeout: cfg.Timeout}
+		client = http.Client{Transport: newTransport(cfg.Timeout, cfg.Concurrency), Timeout: cfg.Timeout}
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &HTTP{url: cfg.URL, timeout: cfg.Timeout, secret: cfg.SigningSecret, ua: cfg.UserAgent, client: &client}, nil
 }
 
-func newTransport(timeout time.Duration) *http.Transport {
+func newTransport(timeout time.Duration, slots int) *http.Transport {
 	dialer := &net.Dialer{Timeout: min(timeout, 10*time.Second), KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment, // never used for loopback
-		DialContext:            dialer.DialContext,
-		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           64,
-		MaxIdleConnsPerHost:    16, // more than any sane concurrency: keep-alive for all
+		Proxy:             http.ProxyFromEnvironment, // never used for loopback
+		DialContext:       dialer.DialContext,
+		ForceAttemptHTTP2: true,
+		// One idle connection per slot: fewer and every attempt beyond them
+		// opens (and closes) a connection, which cost more CPU than the
+		// request itself on loopback.
+		MaxIdleConns:           max(64, slots),
+		MaxIdleConnsPerHost:    max(16, slots),
 		IdleConnTimeout:        90 * time.Second,
 		TLSHandshakeTimeout:    min(timeout, 10*time.Second),
 		ResponseHeaderTimeout:  timeout,

@@ -68,16 +68,22 @@ type Options struct {
 // A Pool runs one dispatcher per destination. Create it with New, start it
 // with Run.
 type Pool struct {
-	q          Queue
-	opt        Options
-	log        *slog.Logger
-	dispatch   []*dispatcher
-	byName     map[string]*dispatcher
-	err        error // configuration error, returned by Run
-	started    atomic.Bool
-	running    atomic.Bool
-	opTimeout  time.Duration // queueOpTimeout; tests shorten it
-	wedgeAfter time.Duration
+	q        Queue
+	opt      Options
+	log      *slog.Logger
+	dispatch []*dispatcher
+	byName   map[string]*dispatcher
+	err      error // configuration error, returned by Run
+	started  atomic.Bool
+	running  atomic.Bool
+
+	// Set by Run before the dispatchers start: what attempts run under, and
+	// the group Run waits for (attempts started by the store through Start
+	// join it too).
+	runCtx, hard context.Context
+	wg           sync.WaitGroup
+	opTimeout    time.Duration // queueOpTimeout; tests shorten it
+	wedgeAfter   time.Duration
 }
 
 // dispatcher leases and runs the jobs of one destination.
@@ -86,9 +92,16 @@ type dispatcher struct {
 	dest     Destination
 	leaseFor time.Duration
 	wake     chan struct{} // Notify; capacity 1
-	freed    chan struct{} // an attempt ended; capacity Concurrency
+	freed    chan struct{} // an attempt ended; capacity 1
+	// hint: jobs may be due in the store that no slot holds (a job was
+	// created without a slot, or the last lease filled every slot). Without
+	// it a freed slot does not ask the store: with Direct hand-over most
+	// jobs never wait in the store, and an empty lease is a wasted write.
+	hint atomic.Bool
 
 	mu        sync.Mutex
+	inflight  int       // slots taken: attempts running, leases and reservations under way
+	accepting bool      // Start may run attempts (Run is running and not draining)
 	beat      time.Time // last loop turn, real clock
 	errStreak int       // queue errors in a row
 	lastErr   error
@@ -164,7 +177,7 @@ func New(q Queue, dests []Destination, opt Options) *Pool {
 			dest:     d,
 			leaseFor: longest + opt.LeaseMargin,
 			wake:     make(chan struct{}, 1),
-			freed:    make(chan struct{}, d.Concurrency),
+			freed:    make(chan struct{}, 1),
 			running:  map[int64]time.Time{},
 		}
 		p.dispatch = append(p.dispatch, disp)
@@ -197,17 +210,24 @@ func (p *Pool) Run(ctx context.Context) error {
 	// Attempts outlive ctx by up to the drain timeout: they run under hard.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
+	p.runCtx, p.hard = ctx, hard
 
-	var wg sync.WaitGroup
+	wg := &p.wg
 	for _, d := range p.dispatch {
 		d.heartbeat()
-		wg.Go(func() { d.run(ctx, hard, &wg) })
+		d.setAccepting(true)
+		wg.Go(func() { d.run(ctx, hard, wg) })
 	}
 	p.running.Store(true)
 	p.log.Info("workers started", "destinations", len(p.dispatch))
 
 	<-ctx.Done()
 	p.running.Store(false)
+	// No new attempts from Start once draining: their jobs stay leased and
+	// are released at the next start.
+	for _, d := range p.dispatch {
+		d.setAccepting(false)
+	}
 	p.log.Info("workers draining", "timeout", p.opt.DrainTimeout)
 	idle := make(chan struct{})
 	go func() { wg.Wait(); close(idle) }() // ends before Run returns: Run waits for idle
@@ -282,6 +302,103 @@ func (d *dispatcher) notify() {
 	}
 }
 
+// NotifyCreated is Notify for a store that hands new jobs over through
+// Reserve and Start (sqlitestore.Direct): it wakes only the destinations
+// where a job had to be created without a slot, since the others' new jobs
+// are already running. The receiver calls it after each commit; waking
+// every time would cost a lease (a write) that finds nothing.
+func (p *Pool) NotifyCreated(destinations ...string) {
+	for _, name := range destinations {
+		if d := p.byName[name]; d != nil && d.hint.Load() {
+			d.notify()
+		}
+	}
+}
+
+// Reserve takes a free slot of the destination for a job the store is about
+// to create leased (sqlitestore.Direct). When none is free the job waits in
+// the store, and the next freed slot leases it.
+func (p *Pool) Reserve(destination string) (hookwarden.Slot, bool) {
+	d := p.byName[destination]
+	if d == nil {
+		return nil, false
+	}
+	d.mu.Lock()
+	ok := d.accepting && d.inflight < d.dest.Concurrency
+	if ok {
+		d.inflight++
+	}
+	d.mu.Unlock()
+	if !ok {
+		d.hint.Store(true)
+		return nil, false
+	}
+	return d, true
+}
+
+// LeaseFor is the lease of a job started in a slot of d (hookwarden.Slot).
+func (d *dispatcher) LeaseFor() time.Duration { return d.leaseFor }
+
+// Release gives back a slot taken by Reserve whose job was not committed.
+func (d *dispatcher) Release() { d.slotDone() }
+
+// Start runs the first attempt of a job the store committed leased to a slot
+// taken by Reserve. It never blocks. While draining it only gives the slot
+// back: the job keeps its lease and is released at the next start.
+func (d *dispatcher) Start(job hookwarden.Job) {
+	p := d.p
+	d.mu.Lock()
+	if !d.accepting {
+		d.mu.Unlock()
+		d.slotDone()
+		return
+	}
+	// Under mu while accepting: Run's Wait cannot have begun (it sets
+	// accepting false under mu first), so this Add is not racing it.
+	p.wg.Add(1)
+	d.mu.Unlock()
+	log := p.log.With("destination", d.dest.Name)
+	go func() {
+		defer p.wg.Done()
+		d.attempts(p.runCtx, p.hard, job, log)
+		d.slotDone()
+	}()
+}
+
+func (d *dispatcher) setAccepting(on bool) {
+	d.mu.Lock()
+	d.accepting = on
+	d.mu.Unlock()
+}
+
+// take reserves every free slot for a lease and returns how many.
+func (d *dispatcher) take() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	free := max(d.dest.Concurrency-d.inflight, 0)
+	d.inflight += free
+	return free
+}
+
+// give returns n slots taken but not used.
+func (d *dispatcher) give(n int) {
+	if n <= 0 {
+		return
+	}
+	d.mu.Lock()
+	d.inflight -= n
+	d.mu.Unlock()
+}
+
+// slotDone frees one slot and tells the dispatcher.
+func (d *dispatcher) slotDone() {
+	d.give(1)
+	select {
+	case d.freed <- struct{}{}:
+	default: // already signalled
+	}
+}
+
 func (d *dispatcher) heartbeat() {
 	d.mu.Lock()
 	d.beat = time.Now()
@@ -306,55 +423,54 @@ func (d *dispatcher) queueResult(err error) {
 func (d *dispatcher) run(ctx, hard context.Context, wg *sync.WaitGroup) {
 	p := d.p
 	log := p.log.With("destination", d.dest.Name)
-	inflight := 0
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	ask := true                                    // lease this turn
+	deadline := time.Now().Add(p.opt.PollInterval) // ask the store again by then
 	for {
 		if ctx.Err() != nil {
 			return
 		}
 		d.heartbeat()
-		wait := p.opt.PollInterval
-		if free := d.dest.Concurrency - inflight; free > 0 {
-			jobs, err := d.lease(ctx, free)
-			for _, job := range jobs {
-				inflight++
-				wg.Go(func() {
-					d.attempts(ctx, hard, job, log)
-					d.freed <- struct{}{} // never blocks: capacity Concurrency
-				})
+		if ask {
+			wait := p.opt.PollInterval
+			if free := d.take(); free > 0 {
+				jobs, err := d.lease(ctx, free)
+				d.give(free - len(jobs))
+				for _, job := range jobs {
+					wg.Go(func() {
+						d.attempts(ctx, hard, job, log)
+						d.slotDone()
+					})
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				switch {
+				case err != nil:
+					log.Error("lease failed", "err", err)
+				case len(jobs) == free:
+					d.hint.Store(true) // maybe more due: lease when a slot frees
+				default:
+					wait = d.untilNextDue(ctx, log)
+				}
+			} else {
+				d.hint.Store(true) // asked with every slot busy: ask when one frees
 			}
-			if ctx.Err() != nil {
-				return
-			}
-			switch {
-			case err != nil:
-				log.Error("lease failed", "err", err)
-			case len(jobs) == free:
-				continue // all slots busy now: wait below only for a freed one
-			default:
-				wait = d.untilNextDue(ctx, log)
-			}
+			deadline = time.Now().Add(wait)
 		}
-		timer.Reset(wait)
+		timer.Reset(max(time.Until(deadline), 0))
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.freed:
-			inflight--
 			// Attempts whose finishes shared a commit free their slots
-			// together: take them all, so that one lease refills them all
-			// instead of one lease (one commit) per slot.
-			for more := true; more; {
-				select {
-				case <-d.freed:
-					inflight--
-				default:
-					more = false
-				}
-			}
+			// together; one signal covers them, so one lease refills them.
+			ask = d.hint.Swap(false)
 		case <-d.wake:
+			ask = true
 		case <-timer.C:
+			ask = true
 		}
 		timer.Stop()
 	}
@@ -450,22 +566,46 @@ func (d *dispatcher) attempt(run, hard context.Context, job hookwarden.Job, log 
 	a := judge(res, &job, &d.dest, started, dur, p.opt.Now(), p.opt.Rand(), aborted)
 
 	// The attempt is recorded even when shutdown has begun; the next job is
-	// leased only while the pool runs.
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(hard), finishTimeout)
-	var err error
-	var more []hookwarden.Job
-	if fl, can := p.q.(finishLeaser); can && d.dest.Concurrency <= chainMaxConcurrency && run.Err() == nil {
-		more, err = fl.FinishAndLease(fctx, a, d.dest.Name, 1, d.leaseFor)
-	} else {
-		err = p.q.Finish(fctx, a)
+	// leased only while the pool runs. Chained (finish and lease the next job
+	// in one write, keeping the slot) for narrow destinations while jobs may
+	// be waiting in the store (hint); otherwise the slot is freed as soon as
+	// the delivery returned and the attempt is recorded in the background:
+	// a slot that waited for the commit would spend most of its time
+	// waiting for the writer, not delivering. A crash before that commit
+	// leaves the job leased, so it is delivered again after the restart,
+	// with the same key: at-least-once holds.
+	fl, can := p.q.(finishLeaser)
+	if !can || d.dest.Concurrency > chainMaxConcurrency || run.Err() != nil || !d.hint.Load() {
+		p.wg.Go(func() { d.record(hard, job, a, log, nil) })
+		return hookwarden.Job{}, false
 	}
+	var more []hookwarden.Job
+	d.record(hard, job, a, log, func(ctx context.Context) (err error) {
+		more, err = fl.FinishAndLease(ctx, a, d.dest.Name, 1, d.leaseFor)
+		return err
+	})
+	if len(more) > 0 {
+		return more[0], true
+	}
+	return hookwarden.Job{}, false
+}
+
+// record records attempt a of job with finish (nil: Queue.Finish), then logs
+// it and reports it to Options.OnAttempt. A failed record leaves the job
+// leased: it is due again when the lease expires, so at-least-once holds.
+func (d *dispatcher) record(hard context.Context, job hookwarden.Job, a hookwarden.Attempt, log *slog.Logger, finish func(context.Context) error) {
+	p := d.p
+	if finish == nil {
+		finish = func(ctx context.Context) error { return p.q.Finish(ctx, a) }
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(hard), finishTimeout)
+	err := finish(fctx)
 	fcancel()
 	if err != nil {
 		err = fmt.Errorf("finish: %w", err)
 	}
 	d.queueResult(err)
 	if err != nil {
-		// The lease expires and the job is due again: at-least-once holds.
 		log.Error("recording attempt failed; job will be retried when its lease expires",
 			"job", job.ID, "attempt", a.Number, "verdict", a.Verdict, "err", err)
 	}
@@ -480,7 +620,10 @@ func (d *dispatcher) attempt(run, hard context.Context, job hookwarden.Job, log 
 	}
 	switch a.Verdict {
 	case hookwarden.Delivered:
-		log.Info("delivered", attrs...)
+		// Debug: a success is in the attempts table and the metrics; at Info,
+		// a busy destination would flood the journal (journald drops lines
+		// past its rate limit, errors included).
+		log.Debug("delivered", attrs...)
 	case hookwarden.Retry:
 		log.Warn("delivery failed, will retry", append(attrs, "retry_at", a.RetryAt, "err", a.Error)...)
 	default:
@@ -489,8 +632,4 @@ func (d *dispatcher) attempt(run, hard context.Context, job hookwarden.Job, log 
 	if p.opt.OnAttempt != nil {
 		p.opt.OnAttempt(d.dest.Name, a)
 	}
-	if len(more) > 0 {
-		return more[0], true
-	}
-	return hookwarden.Job{}, false
 }

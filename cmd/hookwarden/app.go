@@ -118,7 +118,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.Receiver = receiver.New(sources, receiver.Options{
 		Recorder:       loggedRecorder{a.Store, a.log},
 		MaxBodyBytes:   a.cfg.Limits.MaxBodyBytes,
-		Notify:         func(d []string) { a.Workers.Notify(d...) },
+		Notify:         func(d []string) { a.Workers.NotifyCreated(d...) },
 		Observer:       a.Metrics,
 		Logger:         a.log,
 		TrustedProxies: proxies,
@@ -154,6 +154,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.adminSrv = admin.NewServer(a.cfg.Admin.Listen, dash.Front(adm))
 
 	a.Workers.Start(ctx, wdests, fingerprints(a.cfg))
+	// New jobs go straight to a free delivery slot (committed leased), so
+	// the usual delivery costs no lease write and no event read.
+	a.Store.SetDirect(a.Workers)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopBG = stopBG
 	a.serve(a.hookSrv, a.hookLn, "receiver")
@@ -303,7 +306,7 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 					}
 				}
 				h, err := worker.NewHTTP(worker.HTTPConfig{URL: d.URL, Timeout: d.Timeout.D(), SigningSecret: secret,
-					UserAgent: "hookwarden/" + versionString()})
+					UserAgent: "hookwarden/" + versionString(), Concurrency: d.Concurrency})
 				if err != nil {
 					return nil, nil, closers, fmt.Errorf("%s: %w", dp, err)
 				}

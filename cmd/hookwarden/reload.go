@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/config"
 	"github.com/hookwarden/hookwarden/worker"
 )
@@ -337,6 +338,28 @@ func (ws *workerSet) Notify(destinations ...string) {
 			dw.pool.Notify(name)
 		}
 	}
+}
+
+// NotifyCreated wakes the named destinations' workers after new jobs were
+// committed (receiver.Options.Notify); jobs handed over through Reserve need
+// no wake-up (worker.Pool.NotifyCreated).
+func (ws *workerSet) NotifyCreated(destinations ...string) {
+	m := *ws.active.Load()
+	for _, name := range destinations {
+		if dw := m[name]; dw != nil {
+			dw.pool.NotifyCreated(name)
+		}
+	}
+}
+
+// Reserve is sqlitestore.Direct: a slot of the destination's active pool.
+// The slot belongs to that pool, so a reload between Reserve and Start
+// cannot move the job to another.
+func (ws *workerSet) Reserve(destination string) (hookwarden.Slot, bool) {
+	if dw := (*ws.active.Load())[destination]; dw != nil {
+		return dw.pool.Reserve(destination)
+	}
+	return nil, false
 }
 
 // Healthy is the workers' half of /readyz and of the watchdog: every active

@@ -1,0 +1,81 @@
+package sqlitestore
+
+import (
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// Direct is a worker pool that takes new jobs straight from the writer. A job
+// created with a reserved slot is committed already leased (its first
+// attempt counted, due again only when the lease expires) and handed over
+// in memory after the commit, so the common delivery needs no lease write
+// and no read of the event: only the attempt's Finish.
+//
+// The database stays the truth: a handed job whose process dies is due again
+// when its lease expires (or at the next start, which releases leases), like
+// any leased job.
+type Direct interface {
+	// Reserve takes a free delivery slot of the destination for a job about
+	// to be created; ok=false when none is free (the job then waits in the
+	// store for a lease). It must not block.
+	Reserve(destination string) (slot hookwarden.Slot, ok bool)
+}
+
+// SetDirect makes the writer hand new jobs to d while it has free slots. Call
+// it before the first Record; nil turns it off.
+func (s *Store) SetDirect(d Direct) {
+	if d == nil {
+		s.direct.Store(nil)
+		return
+	}
+	s.direct.Store(&d)
+}
+
+// handed is a job created leased in the current transaction, to be started
+// when it commits or released when it does not.
+type handed struct {
+	slot hookwarden.Slot
+	job  hookwarden.Job
+}
+
+// reserve asks the Direct pool, if any, for a slot for a job of destination.
+// It returns the slot and the lease's end (as stored) when the job is to be
+// created leased.
+func (s *Store) reserve(destination string, now time.Time) (slot hookwarden.Slot, until string, ok bool) {
+	dp := s.direct.Load()
+	if dp == nil {
+		return nil, "", false
+	}
+	if slot, ok = (*dp).Reserve(destination); !ok {
+		return nil, "", false
+	}
+	return slot, fmtTime(now.Add(slot.LeaseFor())), true
+}
+
+// handOver starts (committed) or releases (rolled back) the jobs created
+// leased by one transaction. Only the writer goroutine calls it.
+func handOver(jobs []handed, committed bool) {
+	for _, h := range jobs {
+		if committed {
+			h.slot.Start(h.job)
+		} else {
+			h.slot.Release()
+		}
+	}
+}
+
+// directJob is the in-memory job handed over for event ev of receipt r.
+func directJob(r *hookwarden.Receipt, ev *hookwarden.Event, id int64, destination string) hookwarden.Job {
+	j := hookwarden.Job{ID: id, Source: r.Source, EventID: ev.ID, EventType: ev.Type, Destination: destination,
+		Attempt: 1, ReceivedAt: r.ReceivedAt.UTC().Truncate(time.Microsecond)}
+	if ev.Body != nil {
+		j.Body, j.ContentType = ev.Body, "application/json" // a batch element, as loadJobEvents
+	} else {
+		j.Body, j.ContentType = r.Body, r.Header.Get("Content-Type")
+	}
+	if j.Body == nil {
+		j.Body = []byte{}
+	}
+	return j
+}
