@@ -7,7 +7,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -15,26 +14,35 @@ import (
 // LastAccepted returns, for each source named, when it last claimed a new
 // event (absent when it never did). It seeds
 // hookwarden_last_accepted_timestamp_seconds at start, so a restart does not
-// reset the absence alert's clock. One indexed walk per source, newest first
-// (events_claimed), so a busy source answers at once; run it at start, not
-// per scrape.
+// reset the absence alert's clock. One walk per source, newest first, on the
+// (source, received_at) index of receipts, stopping at the first request
+// that claimed something (duplicates in between are skipped); events already
+// folded by retention.payloads are known from pruned_totals.
 func (s *Store) LastAccepted(ctx context.Context, sources []string) (map[string]time.Time, error) {
 	out := make(map[string]time.Time, len(sources))
 	for _, src := range sources {
-		var at string
-		err := s.rdb.QueryRowContext(ctx,
-			`SELECT claimed_at FROM events WHERE source = ? ORDER BY claimed_at DESC LIMIT 1`, src).Scan(&at)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
+		var at sql.NullString
+		var pruned sql.NullInt64
+		err := s.rdb.QueryRowContext(ctx, `
+SELECT
+	(SELECT r.received_at FROM receipts r WHERE r.source = ?1
+		AND (r.kind = 'accepted' OR (r.kind = 'batch'
+			AND EXISTS (SELECT 1 FROM receipt_events re WHERE re.receipt_id = r.id AND re.kind = 'accepted')))
+		ORDER BY r.received_at DESC LIMIT 1),
+	(SELECT n FROM pruned_totals WHERE name = ?1 AND kind = 'last_accepted')`, src).Scan(&at, &pruned)
 		if err != nil {
 			return nil, fmt.Errorf("last accepted of %s: %w", src, err)
 		}
-		t, err := parseTime(at)
+		t, err := parseNullTime(at)
 		if err != nil {
 			return nil, fmt.Errorf("last accepted of %s: %w", src, err)
 		}
-		out[src] = t
+		if p := unixTime(pruned); p.After(t) {
+			t = p
+		}
+		if !t.IsZero() {
+			out[src] = t
+		}
 	}
 	return out, nil
 }
@@ -49,25 +57,29 @@ type WindowCounts struct {
 
 // RecentCounts counts each source's accepted events and duplicates since
 // hour ([0]) and since day ([1]), for the dashboard. The cost follows the
-// day's traffic, not the history: events are walked on their claimed_at
-// index ("+source" keeps the planner off the (source, event_id) index, which
-// would visit every event the source ever sent), receipts on
-// (source, received_at).
+// day's traffic, not the history: events are walked newest first by id down
+// to the last one claimed before day (ids grow with time, so the window is
+// exact to within one writer batch), receipts on (source, received_at).
+// Counts older than retention.payloads are not in these windows' reach.
 func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]WindowCounts, error) {
 	out := make(map[string][2]WindowCounts, len(sources))
 	h, d := fmtTime(hour), fmtTime(day)
+	var from int64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT `+idBefore("?"), d).Scan(&from); err != nil {
+		return nil, fmt.Errorf("recent counts: %w", err)
+	}
 	for _, src := range sources {
 		var accD, accH, dupD, dupH, batD, batH int
 		err := s.rdb.QueryRowContext(ctx, `
 SELECT a.n, a.h, r.n, r.h, b.n, b.h FROM
 	(SELECT count(*) AS n, coalesce(sum(claimed_at >= ?2), 0) AS h
-		FROM events WHERE claimed_at >= ?3 AND +source = ?1) a,
+		FROM events WHERE id > ?4 AND claimed_at >= ?3 AND +source = ?1) a,
 	(SELECT count(*) AS n, coalesce(sum(received_at >= ?2), 0) AS h
 		FROM receipts WHERE source = ?1 AND received_at >= ?3 AND kind IN ('duplicate', 'divergent')) r,
 	(SELECT count(*) AS n, coalesce(sum(r.received_at >= ?2), 0) AS h
 		FROM receipts r JOIN receipt_events re ON re.receipt_id = r.id
 		WHERE r.source = ?1 AND r.received_at >= ?3 AND r.kind = 'batch' AND re.kind != 'accepted') b`,
-			src, h, d).Scan(&accD, &accH, &dupD, &dupH, &batD, &batH)
+			src, h, d, from).Scan(&accD, &accH, &dupD, &dupH, &batD, &batH)
 		if err != nil {
 			return nil, fmt.Errorf("recent counts of %s: %w", src, err)
 		}

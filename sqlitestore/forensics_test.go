@@ -37,6 +37,9 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 	}
 	o := setupOps(t)
 	t0 := o.clock.Now()
+	// An event delivered at once, pruned by retention.payloads below.
+	o.record("stripe", "evt_old", `{"id":"evt_old","type":"t.created"}`, "stripe/old")
+	o.finish("stripe/old", "evt_old", hookwarden.Delivered)
 
 	// Run 1 crashed 10 minutes in; run 2 started 15 minutes later.
 	err := o.s.write(o.ctx, true, func(ctx context.Context, tx *sql.Tx) error {
@@ -67,6 +70,9 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 	o.recordBatch("sg", "sg/app", "a", "b")
 	o.recordBatch("sg", "sg/app", "b")
 	o.record("stripe", "", `{"no":"id"}`)
+	if res, err := o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: 20 * time.Minute}}); err != nil || res.PayloadsPruned != 1 {
+		t.Fatalf("prune: %+v %v", res, err)
+	}
 
 	params := map[string]any{"source": "stripe", "event_id": "evt_1", "since": "2000-01-01",
 		"path": "$.data.object.customer", "value": "cus_42"}
@@ -74,7 +80,8 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 	want := map[int]string{
 		1: "crash", 2: "evt_1", 3: "stripe | t.created | 2 | 1", 4: `"cus_43"`, 5: "after last replay", 6: "evt_2",
 		7: "stripe/app", 8: "stripe/app", 9: "sg", 10: "2026-03-01T12:00:00Z | 6 | 3 | 2 | 1", 11: "evt_1", 12: "no event id",
-		13: "evt_1", 14: "accepted",
+		13: "evt_1", 14: "accepted", 15: "evt_old | t.created | 2026-03-01T12:00:00.000000Z | 2026-03-01 12:26:01 | 1 | 1 | 1",
+		16: "stripe/old | delivered | 1",
 	}
 	for i, q := range qs {
 		n := i + 1

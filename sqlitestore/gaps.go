@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -197,6 +198,12 @@ func (s *Store) Gaps(ctx context.Context, opt GapOptions) (GapReport, error) {
 
 // silences finds gaps between consecutive requests of one source longer than
 // its expect_within, and the silence since its last request.
+//
+// retention.payloads deletes the receipts of pruned events; pruned_totals
+// keeps the time of the last one it deleted per source. Every request after
+// that time is still in the file, so silences are computed from there on;
+// before it only some receipts remain (held events, quarantined requests),
+// and the gaps between them are not silences: they are not reported.
 func (s *Store) silences(ctx context.Context, p SourcePolicy, since, firstRun, now time.Time) ([]Silence, error) {
 	var out []Silence
 	add := func(start, end time.Time, open bool) {
@@ -214,6 +221,17 @@ func (s *Store) silences(ctx context.Context, p SourcePolicy, since, firstRun, n
 	from := ""
 	if !since.IsZero() {
 		from = fmtTime(since)
+	}
+	var prunedTo sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT n FROM pruned_totals WHERE name = ? AND kind = 'last_received'`,
+		p.Name).Scan(&prunedTo); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	}
+	seed := unixTime(prunedTo) // the last request retention deleted
+	if seed.After(since) {
+		from = fmtTime(seed)
+	} else {
+		seed = time.Time{}
 	}
 	// LAG over the (source, received_at) index: only the gaps come back.
 	err := eachRow(ctx, s.rdb, `
@@ -240,14 +258,22 @@ WHERE prev IS NOT NULL AND (julianday(received_at) - julianday(prev)) * 86400.0 
 	if err != nil {
 		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
 	}
-	var last sql.NullString
-	if err := s.rdb.QueryRowContext(ctx, `SELECT max(received_at) FROM receipts WHERE source = ? AND received_at >= ?`,
-		p.Name, from).Scan(&last); err != nil {
+	var first, last sql.NullString
+	if err := s.rdb.QueryRowContext(ctx, `SELECT min(received_at), max(received_at) FROM receipts WHERE source = ? AND received_at >= ?`,
+		p.Name, from).Scan(&first, &last); err != nil {
 		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
 	}
 	prev, err := parseNullTime(last)
 	if err != nil {
 		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	}
+	if !seed.IsZero() {
+		if f, err := parseNullTime(first); err == nil && !f.IsZero() {
+			add(seed, f, false) // from the last pruned request to the first kept one
+		}
+		if prev.Before(seed) {
+			prev = seed
+		}
 	}
 	if prev.IsZero() {
 		// Never heard from in the window: silent since the window (or the

@@ -77,6 +77,16 @@ type EventSummary struct {
 	Delivered     int  `json:"delivered"`
 	Dead          int  `json:"dead"`
 	PayloadPruned bool `json:"payload_pruned,omitempty"`
+	// PrunedAt is when retention removed the payload (zero: not pruned).
+	PrunedAt time.Time `json:"pruned_at,omitzero"`
+	// SummaryOnly is set when retention.payloads folded the event into its
+	// claim: its receipts (bodies and headers), jobs and attempt log are
+	// gone, and Receipts, Jobs, Delivered and the fields below are what
+	// was kept of them.
+	SummaryOnly    bool      `json:"summary_only,omitempty"`
+	LastReceivedAt time.Time `json:"last_received_at,omitzero"`
+	DeliveredAt    time.Time `json:"delivered_at,omitzero"`
+	Attempts       int       `json:"attempts,omitempty"`
 
 	Receipt int64     `json:"receipt,omitempty"` // quarantined only
 	Reason  string    `json:"reason,omitempty"`
@@ -85,8 +95,9 @@ type EventSummary struct {
 }
 
 // payloadPruned is true when retention removed the bytes an event would be
-// delivered with (its first receipt's body, or its batch's).
-const payloadPruned = `(EXISTS (SELECT 1 FROM receipts pr WHERE pr.event_ref = e.id AND pr.kind = 'accepted' AND pr.pruned_at IS NOT NULL)
+// delivered with: the event was folded into its claim (schema 5), or its
+// first receipt's body, or its batch's, was cleared (schema 2 to 4).
+const payloadPruned = `(e.pruned_at IS NOT NULL OR EXISTS (SELECT 1 FROM receipts pr WHERE pr.event_ref = e.id AND pr.kind = 'accepted' AND pr.pruned_at IS NOT NULL)
 	OR EXISTS (SELECT 1 FROM receipt_events pe JOIN receipts pr ON pr.id = pe.receipt_id
 		WHERE pe.event_ref = e.id AND pe.kind = 'accepted' AND pr.pruned_at IS NOT NULL))`
 
@@ -94,24 +105,43 @@ const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at,
 	(SELECT count(*) FROM jobs WHERE event_ref = e.id AND state = 'pending'),
 	(SELECT count(*) FROM jobs WHERE event_ref = e.id AND state = 'delivered'),
 	(SELECT count(*) FROM jobs WHERE event_ref = e.id AND state = 'dead'),
-	(SELECT count(*) FROM receipts WHERE event_ref = e.id) + (SELECT count(*) FROM receipt_events WHERE event_ref = e.id),
+	COALESCE(e.receipts, 0) + (SELECT count(*) FROM receipts WHERE event_ref = e.id) + (SELECT count(*) FROM receipt_events WHERE event_ref = e.id),
 	EXISTS (SELECT 1 FROM receipts WHERE event_ref = e.id AND kind = 'divergent')
 		OR EXISTS (SELECT 1 FROM receipt_events WHERE event_ref = e.id AND kind = 'divergent'),
-	` + payloadPruned
+	` + payloadPruned + `,
+	e.pruned_at, COALESCE(e.jobs, 0), COALESCE(e.attempts, 0), e.last_received_at, e.delivered_at`
 
 // scanEvent reads the eventColumns (then extra) of one row.
 func scanEvent(sc interface{ Scan(...any) error }, ev *EventSummary, extra ...any) error {
 	var at string
+	var pruned, last, delivered sql.NullInt64
+	var foldedJobs int
 	dst := append([]any{&ev.Ref, &ev.Source, &ev.EventID, &ev.Type, &at, &ev.Pending, &ev.Delivered, &ev.Dead,
-		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned}, extra...)
+		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned, &pruned, &foldedJobs, &ev.Attempts, &last, &delivered}, extra...)
 	if err := sc.Scan(dst...); err != nil {
 		return err
+	}
+	if pruned.Valid {
+		// Folded by retention.payloads: every job was delivered.
+		ev.SummaryOnly = true
+		ev.PrunedAt = unixTime(pruned)
+		ev.LastReceivedAt = unixTime(last)
+		ev.DeliveredAt = unixTime(delivered)
+		ev.Delivered += foldedJobs
 	}
 	ev.Jobs = ev.Pending + ev.Delivered + ev.Dead
 	ev.Status = statusOf(ev.Pending, ev.Dead)
 	var err error
 	ev.ClaimedAt, err = parseTime(at)
 	return err
+}
+
+// unixTime reads a Unix-seconds column; NULL is the zero time.
+func unixTime(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.Unix(v.Int64, 0).UTC()
 }
 
 func statusOf(pending, dead int) EventStatus {
@@ -129,6 +159,13 @@ func limitOf(n int) int {
 		return DefaultLimit
 	}
 	return min(n, MaxLimit)
+}
+
+// idBefore is a scalar subquery: the id of the newest event claimed before
+// the time bound (0 if none). It walks the events newest first and stops
+// there, so its cost follows the window, not the history.
+func idBefore(bound string) string {
+	return "COALESCE((SELECT id FROM events WHERE claimed_at < " + bound + " ORDER BY id DESC LIMIT 1), 0)"
 }
 
 // ListEvents lists events newest first. next is the cursor of the following
@@ -150,10 +187,12 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (items []EventSum
 		where, args = append(where, "e.event_type = ?"), append(args, f.Type)
 	}
 	if !f.Since.IsZero() {
-		// The id bound (from the claimed_at index) ends the newest-first walk
-		// where the window begins, instead of at the oldest event.
+		// The id bound ends the newest-first walk where the window begins,
+		// instead of at the oldest event: ids grow with time, so the last
+		// event claimed before the window, found by a newest-first walk,
+		// bounds it (exact to within one writer batch).
 		at := fmtTime(f.Since)
-		where = append(where, "e.claimed_at >= ?", "e.id >= (SELECT min(id) FROM events WHERE claimed_at >= ?)")
+		where = append(where, "e.claimed_at >= ?", "e.id > "+idBefore("?"))
 		args = append(args, at, at)
 	}
 	if f.Cursor > 0 {
@@ -257,7 +296,6 @@ type EventDetail struct {
 	// event's own element of a batch. Nil when retention pruned it.
 	Body        []byte        `json:"body"`
 	ContentType string        `json:"content_type,omitempty"`
-	PrunedAt    time.Time     `json:"pruned_at,omitzero"`
 	ReceiptLog  []ReceiptInfo `json:"receipt_log"`
 	JobLog      []JobInfo     `json:"job_log"`
 }
@@ -325,7 +363,7 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*EventDe
 	if err != nil {
 		return nil, fmt.Errorf("show event: %w", err)
 	}
-	d.BodySHA256 = hex.EncodeToString(sum)
+	d.BodySHA256 = hex.EncodeToString(sum) // "" once folded: the hash went with the payload
 	if err := loadReceipts(ctx, tx, d); err != nil {
 		return nil, err
 	}
@@ -336,7 +374,7 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*EventDe
 		if r.Kind != "accepted" {
 			continue
 		}
-		if !r.PrunedAt.IsZero() {
+		if !r.PrunedAt.IsZero() && !d.SummaryOnly {
 			d.PrunedAt = r.PrunedAt
 		}
 		if !r.Batch {
@@ -561,7 +599,9 @@ type Stats struct {
 	Destinations []DestinationStats `json:"destinations"`
 }
 
-// Stats counts per source and per destination over the whole file. The
+// Stats counts per source and per destination over the whole file. What
+// retention deleted still counts (pruned_totals keeps its totals), so the
+// numbers do not drop when receipts and jobs are pruned. The
 // names given come first, with zeros, then any other name found in the file.
 func (s *Store) Stats(ctx context.Context, sources, destinations []string) (Stats, error) {
 	st := Stats{At: s.now().UTC()}
@@ -589,7 +629,9 @@ SELECT source, 'events', count(*), NULL FROM events GROUP BY source
 UNION ALL SELECT source, kind, count(*), max(received_at) FROM receipts GROUP BY source, kind
 UNION ALL SELECT r.source, 'batch-' || re.kind, count(*), NULL
 	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.kind != 'accepted' GROUP BY r.source, re.kind
-UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source`,
+UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source
+UNION ALL SELECT name, 'pruned-' || kind, n, NULL FROM pruned_totals WHERE kind != 'delivered'
+ORDER BY 1`,
 		func(rows *sql.Rows) error {
 			var name, kind string
 			var n int
@@ -599,15 +641,19 @@ UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine 
 			}
 			ss := src(name)
 			switch kind {
-			case "events":
-				ss.Accepted = n
-			case "duplicate", "batch-duplicate":
+			case "events", "pruned-accepted":
+				ss.Accepted += n
+			case "duplicate", "batch-duplicate", "pruned-duplicate":
 				ss.Duplicates += n
-			case "divergent", "batch-divergent":
+			case "divergent", "batch-divergent", "pruned-divergent":
 				ss.Duplicates += n
 				ss.Divergent += n
 			case "quarantine":
 				ss.Quarantined = n
+			case "pruned-last_received":
+				if t := time.Unix(int64(n), 0).UTC(); t.After(ss.LastReceivedAt) {
+					ss.LastReceivedAt = t
+				}
 			}
 			if t, err := parseNullTime(last); err == nil && t.After(ss.LastReceivedAt) {
 				ss.LastReceivedAt = t
@@ -633,7 +679,9 @@ UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine 
 	}
 	err = eachRow(ctx, tx, `
 SELECT destination, state, count(*), min(CASE WHEN state = 'pending' THEN COALESCE(replayed_at, created_at) END)
-FROM jobs GROUP BY destination, state`,
+FROM jobs GROUP BY destination, state
+UNION ALL SELECT name, kind, n, NULL FROM pruned_totals WHERE kind = 'delivered'
+ORDER BY 1`,
 		func(rows *sql.Rows) error {
 			var name, state string
 			var n int
@@ -649,8 +697,8 @@ FROM jobs GROUP BY destination, state`,
 					ds.OldestPending = max(st.At.Sub(t), 0)
 					ds.OldestPendingSeconds = ds.OldestPending.Seconds()
 				}
-			case "delivered":
-				ds.Delivered = n
+			case "delivered": // live jobs, and those retention folded away
+				ds.Delivered += n
 			case "dead":
 				ds.Dead = n
 			}

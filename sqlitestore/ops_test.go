@@ -481,36 +481,68 @@ func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := o.count(`SELECT count(*) FROM receipts WHERE pruned_at IS NOT NULL`); n != 0 {
-		t.Fatalf("dry run pruned %d receipts", n)
+	if n := o.count(`SELECT count(*) FROM events WHERE pruned_at IS NOT NULL`); n != 0 {
+		t.Fatalf("dry run pruned %d events", n)
+	}
+	before, err := o.s.Stats(o.ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	res, err := o.s.Prune(o.ctx, PruneOptions{Retention: ret, BatchSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A's first receipt and its divergent copy, and the batch: 3 bodies.
+	// A (its receipt, a duplicate and a divergent copy, one job, one
+	// attempt), X and Y (their batch, two jobs, three attempts: X's lease
+	// also retried Y once): 3 events, 3 bodies.
 	want := PruneResult{PayloadsPruned: 3, PayloadBytes: int64(len(`{"a":1}`) + len(`{"a":1,"x":2}`) + len(`[batch]`)),
 		HeldDead: 1, HeldPending: 1, HeldQuarantined: 1}
-	for name, got := range map[string]PruneResult{"dry run": dry, "prune": res} {
-		got.DryRun, got.PayloadCutoff, got.ClaimCutoff = false, time.Time{}, time.Time{}
-		if got != want {
-			t.Errorf("%s at day 40:\n got %+v\nwant %+v", name, got, want)
+	dry.DryRun, dry.PayloadCutoff, dry.ClaimCutoff = false, time.Time{}, time.Time{}
+	if dry != want {
+		t.Errorf("dry run at day 40:\n got %+v\nwant %+v", dry, want)
+	}
+	want.PayloadReceipts, want.PayloadJobs, want.PayloadAttempts = 4, 3, 4
+	res.PayloadCutoff, res.ClaimCutoff = time.Time{}, time.Time{}
+	if res != want {
+		t.Errorf("prune at day 40:\n got %+v\nwant %+v", res, want)
+	}
+	if got := o.count(`SELECT count(*) FROM events WHERE pruned_at IS NOT NULL AND body IS NULL AND body_sha256 = x''`); got != 3 {
+		t.Errorf("folded events: %d, want 3", got)
+	}
+	for q, want := range map[string]int{
+		`SELECT count(*) FROM receipts r JOIN events e ON e.id = r.event_ref WHERE e.event_id = 'A'`:    0,
+		`SELECT count(*) FROM receipts WHERE kind = 'batch'`:                                            0,
+		`SELECT count(*) FROM receipt_events`:                                                           0,
+		`SELECT count(*) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE e.pruned_at IS NOT NULL`: 0,
+		`SELECT count(*) FROM jobs`:                                                                     4, // B, C, E, F
+		`SELECT count(*) FROM attempts`:                                                                 3, // B, E and F: one each
+		`SELECT count(*) FROM receipts`:                                                                 5, // B, C, E, F and the quarantined request
+		`SELECT count(*) FROM prune_held`:                                                               3, // B (dead), C (pending), F (delivered after the cutoff)
+	} {
+		if got := o.count(q); got != want {
+			t.Errorf("%s = %d, want %d", q, got, want)
 		}
 	}
-	if got := o.count(`SELECT count(*) FROM receipts WHERE body IS NULL AND pruned_at IS NOT NULL`); got != 3 {
-		t.Errorf("pruned receipts: %d, want 3", got)
+	after, err := o.s.Stats(o.ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := o.count(`SELECT count(*) FROM events WHERE event_id IN ('X', 'Y') AND body IS NULL`); got != 2 {
-		t.Errorf("batch elements pruned: %d, want 2", got)
+	after.At = before.At
+	if fmt.Sprintf("%+v", after) != fmt.Sprintf("%+v", before) {
+		t.Errorf("stats changed across the prune:\nbefore %+v\n after %+v", before, after)
 	}
 	for _, id := range []string{"B", "C", "E", "F"} {
-		if d, err := o.s.ShowEvent(o.ctx, "std", id); err != nil || d.Body == nil || d.PayloadPruned {
+		if d, err := o.s.ShowEvent(o.ctx, "std", id); err != nil || d.Body == nil || d.PayloadPruned || d.SummaryOnly {
 			t.Errorf("event %s lost its payload: %v", id, err)
 		}
 	}
 	d, err := o.s.ShowEvent(o.ctx, "std", "A")
-	if err != nil || d.Body != nil || !d.PayloadPruned || d.PrunedAt.IsZero() {
+	if err != nil || d.Body != nil || !d.PayloadPruned || d.PrunedAt.IsZero() || !d.SummaryOnly {
 		t.Fatalf("A after pruning: body %q pruned %v at %v, %v", d.Body, d.PayloadPruned, d.PrunedAt, err)
+	}
+	if d.Receipts != 3 || d.Jobs != 1 || d.Delivered != 1 || d.Attempts != 1 || d.Status != StatusDelivered ||
+		!d.DeliveredAt.Equal(d.ClaimedAt) || !d.LastReceivedAt.Equal(d.ClaimedAt) || len(d.ReceiptLog) != 0 || len(d.JobLog) != 0 {
+		t.Errorf("A's summary: %+v", d.EventSummary)
 	}
 	if again, _ := o.s.Prune(o.ctx, PruneOptions{Retention: ret}); again.PayloadsPruned != 0 {
 		t.Errorf("second prune removed %d more", again.PayloadsPruned)
@@ -520,12 +552,12 @@ func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 	if res := o.record("std", "A", `{"a":1}`, "std/a"); res.Outcome != hookwarden.Duplicate {
 		t.Fatalf("repeat of a pruned-payload event: %v, want duplicate", res.Outcome)
 	}
-	if n := o.count(`SELECT count(*) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE e.event_id = 'A'`); n != 1 {
-		t.Fatalf("jobs of A: %d, want 1", n)
+	if n := o.count(`SELECT count(*) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE e.event_id = 'A'`); n != 0 {
+		t.Fatalf("jobs of A: %d, want 0 (a duplicate creates none)", n)
 	}
 	// Nothing is left to replay.
 	rr, _ := o.s.Replay(o.ctx, ReplaySelector{Source: "std", EventIDs: []string{"A"}}, ReplayOptions{})
-	if rr.Replayed != 0 || len(rr.Skipped) != 1 || rr.Skipped[0].Reason != SkipPruned {
+	if rr.Replayed != 0 || len(rr.Skipped) != 1 || rr.Skipped[0].Reason != SkipPruned || rr.Skipped[0].PrunedAt.IsZero() {
 		t.Fatalf("replay of a pruned event: %+v", rr)
 	}
 
@@ -535,8 +567,9 @@ func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A (4 receipts, 1 job, 1 attempt), X and Y (1 batch receipt, 2 jobs, 3 attempts).
-	if res.EventsDeleted != 3 || res.ReceiptsDeleted != 5 || res.JobsDeleted != 3 || res.AttemptsDeleted != 4 {
+	// A, X and Y, folded on day 40, and A's late duplicate of day 40: the
+	// claims tier runs first and takes it with A's claim.
+	if res.EventsDeleted != 3 || res.ReceiptsDeleted != 1 || res.JobsDeleted != 0 || res.AttemptsDeleted != 0 {
 		t.Errorf("claims at day 100: %+v", res)
 	}
 	var left []string

@@ -11,13 +11,17 @@ import (
 // Retention is the two tiers of SPEC section 3. A zero or negative duration
 // disables its tier (keep forever).
 type Retention struct {
-	// Payloads: raw bodies of finished events. A receipt's body goes when it
-	// was received, and every job of its event(s) was delivered, longer ago
-	// than this. The claim stays, so a late duplicate is still a duplicate.
+	// Payloads: the raw requests of finished events. An event claimed, and
+	// delivered to every destination, longer ago than this is folded into
+	// its claim: its receipts (bodies and headers), jobs and attempts are
+	// deleted and a summary stays on the events row (receipt count, last
+	// received, jobs, attempts, delivered at, pruned at). The claim stays, so
+	// a late duplicate is still a duplicate, and the counts of stats survive
+	// in pruned_totals.
 	Payloads time.Duration
-	// Claims: the event ids, the dedup memory. An event goes with its
-	// receipts, jobs and attempts when it was claimed, and every job was
-	// delivered, longer ago than this.
+	// Claims: the event ids, the dedup memory. An event goes with whatever
+	// is left of its receipts, jobs and attempts when it was claimed, and
+	// every job was delivered, longer ago than this.
 	Claims time.Duration
 }
 
@@ -41,9 +45,17 @@ type PruneResult struct {
 	PayloadCutoff time.Time `json:"payload_cutoff,omitzero"`
 	ClaimCutoff   time.Time `json:"claim_cutoff,omitzero"`
 
-	PayloadsPruned int   `json:"payloads_pruned"` // receipt bodies removed
+	// PayloadsPruned counts the events the payload tier folded into their
+	// claim; PayloadBytes the request bodies deleted with them.
+	PayloadsPruned int   `json:"payloads_pruned"`
 	PayloadBytes   int64 `json:"payload_bytes"`
-	EventsDeleted  int   `json:"events_deleted"` // claims removed
+	// Receipts (late duplicates of pruned events included), jobs and
+	// attempts the payload tier deleted (not in a dry run).
+	PayloadReceipts int `json:"payload_receipts_deleted,omitempty"`
+	PayloadJobs     int `json:"payload_jobs_deleted,omitempty"`
+	PayloadAttempts int `json:"payload_attempts_deleted,omitempty"`
+
+	EventsDeleted int `json:"events_deleted"` // claims removed
 	// Receipts, jobs and attempts deleted with those claims (not in a dry run).
 	ReceiptsDeleted int `json:"receipts_deleted"`
 	JobsDeleted     int `json:"jobs_deleted"`
@@ -61,11 +73,13 @@ type PruneResult struct {
 // was delivered at or after the cutoff (?). Its payload and claim stay.
 const unfinishedSince = `EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = %s AND (j.state != 'delivered' OR j.finished_at >= %s))`
 
-// prunablePayload selects receipts whose body retention may remove; ?1 is the cutoff.
-var prunablePayload = `r.body IS NOT NULL AND r.received_at < ?1 AND r.kind != 'quarantined' AND (
-	(r.event_ref IS NOT NULL AND NOT ` + fmt.Sprintf(unfinishedSince, "r.event_ref", "?1") + `)
-	OR (r.kind = 'batch' AND NOT EXISTS (SELECT 1 FROM receipt_events re JOIN jobs j ON j.event_ref = re.event_ref
-		WHERE re.receipt_id = r.id AND (j.state != 'delivered' OR j.finished_at >= ?1))))`
+// prunableEvent selects events the payload tier may fold; ?1 is the cutoff.
+// Every job delivered before the cutoff, and no request that carried the
+// event (a late duplicate, a batch) received at or after it.
+var prunableEvent = `e.pruned_at IS NULL AND e.claimed_at < ?1 AND NOT ` + fmt.Sprintf(unfinishedSince, "e.id", "?1") + `
+	AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.event_ref = e.id AND r.received_at >= ?1)
+	AND NOT EXISTS (SELECT 1 FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id
+		WHERE re.event_ref = e.id AND r.received_at >= ?1)`
 
 // prunableClaim selects events retention may delete; ?1 is the cutoff.
 var prunableClaim = `e.claimed_at < ?1 AND NOT ` + fmt.Sprintf(unfinishedSince, "e.id", "?1")
@@ -74,6 +88,13 @@ var prunableClaim = `e.claimed_at < ?1 AND NOT ` + fmt.Sprintf(unfinishedSince, 
 // Dead letters, pending events and quarantined requests are never removed;
 // the result counts them. Safe while serve runs (each batch is one short
 // write through the writer) and safe to interrupt.
+//
+// Both tiers walk rows in id order, not by time: ids grow in commit order
+// and the time columns are the request's receive time, so a walk stops at
+// the first row at or after the cutoff, and retention is exact to within one
+// writer batch (milliseconds). The payload walk resumes where the last pass
+// stopped (prune_cursor) and revisits only the events it had to leave
+// (prune_held), so an hourly pass on a year-old file costs the hour's work.
 func (s *Store) Prune(ctx context.Context, opt PruneOptions) (PruneResult, error) {
 	res := PruneResult{DryRun: opt.DryRun}
 	if opt.BatchSize <= 0 {
@@ -105,6 +126,9 @@ func (s *Store) Prune(ctx context.Context, opt PruneOptions) (PruneResult, error
 	return res, nil
 }
 
+// countHeld counts the events older than the payload cutoff that wait for a
+// human. It reads the partial indexes of dead and pending jobs (jobs_dead,
+// jobs_due): its cost follows the backlog, not the history.
 func (s *Store) countHeld(ctx context.Context, res *PruneResult) error {
 	cut := fmtTime(res.PayloadCutoff)
 	err := s.rdb.QueryRowContext(ctx, `
@@ -130,89 +154,200 @@ func (s *Store) pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// candidates reads the next batch of ids in (time, id) order after the cursor.
-func (s *Store) candidates(ctx context.Context, q string, cut string, afterAt string, afterID int64, limit int) (ids []int64, lastAt string, err error) {
-	err = eachRow(ctx, s.rdb, q, func(rows *sql.Rows) error {
+// idSet is ids as a JSON array, for `IN (SELECT value FROM json_each(?))`.
+func idSet(ids []int64) string {
+	if len(ids) == 0 {
+		return "[]" // not "null": json_each('null') is one NULL row
+	}
+	b, _ := json.Marshal(ids)
+	return string(b)
+}
+
+// nextIDs reads the next rows of table (events or receipts) after id, in id
+// order, up to limit, and returns the ids of those whose time column is
+// before cut. done is set at the first row at or after cut (the walk's end:
+// ids grow with time) or when the table has no more rows.
+func (s *Store) nextIDs(ctx context.Context, table, timeCol string, after int64, cut string, limit int) (ids []int64, done bool, err error) {
+	n := 0
+	err = eachRow(ctx, s.rdb, `SELECT id, `+timeCol+` FROM `+table+` WHERE id > ? ORDER BY id LIMIT ?`, func(rows *sql.Rows) error {
+		n++
 		var id int64
-		if err := rows.Scan(&id, &lastAt); err != nil {
+		var at string
+		if err := rows.Scan(&id, &at); err != nil {
 			return err
 		}
-		ids = append(ids, id)
+		if at >= cut {
+			done = true
+		}
+		if !done {
+			ids = append(ids, id)
+		}
 		return nil
-	}, cut, afterAt, afterID, limit)
-	return ids, lastAt, err
+	}, after, limit)
+	if n < limit {
+		done = true
+	}
+	return ids, done, err
+}
+
+// cursor reads where a pruning walk stands (0 when it never ran).
+func (s *Store) cursor(ctx context.Context, name string) (int64, error) {
+	var id int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT COALESCE((SELECT id FROM prune_cursor WHERE name = ?), 0)`, name).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("read prune cursor %s: %w", name, err)
+	}
+	return id, nil
+}
+
+// advanceCursorTx moves a walk's cursor forward to id, then back to the
+// table's highest id if rows were deleted above it: ids are not
+// AUTOINCREMENT, so the next insert reuses max(id)+1 and must not land
+// behind the cursor.
+func advanceCursorTx(ctx context.Context, tx *sql.Tx, name, table string, id int64) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO prune_cursor (name, id) VALUES (?1, ?2)
+	ON CONFLICT (name) DO UPDATE SET id = max(id, excluded.id)`, name, id); err != nil {
+		return fmt.Errorf("move prune cursor %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE prune_cursor SET id = (SELECT COALESCE(max(id), 0) FROM `+table+`)
+	WHERE name = ?1 AND id > (SELECT COALESCE(max(id), 0) FROM `+table+`)`, name); err != nil {
+		return fmt.Errorf("move prune cursor %s: %w", name, err)
+	}
+	return nil
+}
+
+// foldTotalsTx adds to pruned_totals what the events in set (a JSON array)
+// still hold: their duplicates and divergent copies (direct and in
+// batches), their delivered jobs per destination, the last request and
+// claim per source, and with claims set the claims themselves. Run it
+// before deleting those rows, in the same transaction. What an earlier fold
+// already counted has been deleted since, so nothing is counted twice.
+func foldTotalsTx(ctx context.Context, tx *sql.Tx, set string, claims bool) error {
+	_, err := tx.ExecContext(ctx, `
+INSERT INTO pruned_totals (name, kind, n)
+SELECT name, kind, CASE WHEN kind IN ('last_received', 'last_accepted') THEN max(n) ELSE sum(n) END FROM (
+	SELECT e.source AS name, r.kind AS kind, count(*) AS n
+	FROM receipts r JOIN events e ON e.id = r.event_ref
+	WHERE r.event_ref IN (SELECT value FROM json_each(?1)) AND r.kind IN ('duplicate', 'divergent') GROUP BY 1, 2
+	UNION ALL
+	SELECT e.source, re.kind, count(*)
+	FROM receipt_events re JOIN events e ON e.id = re.event_ref
+	WHERE re.event_ref IN (SELECT value FROM json_each(?1)) AND re.kind IN ('duplicate', 'divergent') GROUP BY 1, 2
+	UNION ALL
+	SELECT j.destination, 'delivered', count(*)
+	FROM jobs j WHERE j.event_ref IN (SELECT value FROM json_each(?1)) AND j.state = 'delivered' GROUP BY 1
+	UNION ALL
+	SELECT e.source, 'last_received', max(unixepoch(r.received_at))
+	FROM receipts r JOIN events e ON e.id = r.event_ref
+	WHERE r.event_ref IN (SELECT value FROM json_each(?1)) GROUP BY 1
+	UNION ALL
+	SELECT e.source, 'last_received', max(unixepoch(r.received_at))
+	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id JOIN events e ON e.id = re.event_ref
+	WHERE re.event_ref IN (SELECT value FROM json_each(?1)) GROUP BY 1
+	UNION ALL
+	SELECT e.source, 'last_received', max(e.last_received_at)
+	FROM events e WHERE e.id IN (SELECT value FROM json_each(?1)) GROUP BY 1
+	UNION ALL
+	SELECT e.source, 'last_accepted', max(unixepoch(e.claimed_at))
+	FROM events e WHERE e.id IN (SELECT value FROM json_each(?1)) GROUP BY 1
+	UNION ALL
+	SELECT e.source, 'accepted', count(*)
+	FROM events e WHERE ?2 AND e.id IN (SELECT value FROM json_each(?1)) GROUP BY 1)
+WHERE n IS NOT NULL GROUP BY name, kind
+ON CONFLICT (name, kind) DO UPDATE SET
+	n = CASE WHEN kind IN ('last_received', 'last_accepted') THEN max(n, excluded.n) ELSE n + excluded.n END`, set, claims)
+	if err != nil {
+		return fmt.Errorf("fold totals: %w", err)
+	}
+	return nil
+}
+
+// execCount runs a statement and adds the rows it changed to *n.
+func execCount(ctx context.Context, tx *sql.Tx, n *int, q string, args ...any) error {
+	r, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n != nil {
+		m, _ := r.RowsAffected()
+		*n += int(m)
+	}
+	return nil
 }
 
 func (s *Store) pruneClaims(ctx context.Context, opt PruneOptions, res *PruneResult) error {
 	cut := fmtTime(res.ClaimCutoff)
-	if opt.DryRun {
-		err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM events e WHERE `+prunableClaim, cut).Scan(&res.EventsDeleted)
-		if err != nil {
-			return fmt.Errorf("prune claims: %w", err)
-		}
-		return nil
-	}
-	q := `SELECT e.id, e.claimed_at FROM events e WHERE ` + prunableClaim +
-		` AND (e.claimed_at, e.id) > (?2, ?3) ORDER BY e.claimed_at, e.id LIMIT ?4`
-	afterAt, afterID := "", int64(0)
+	// The claims walk starts at the lowest id every time: what it deletes
+	// leaves, so it reads the events it keeps (dead, pending) and what it
+	// deletes, up to the first event claimed after the cutoff.
+	var after int64
 	for {
-		ids, lastAt, err := s.candidates(ctx, q, cut, afterAt, afterID, opt.BatchSize)
+		ids, done, err := s.nextIDs(ctx, "events", "claimed_at", after, cut, opt.BatchSize)
 		if err != nil {
 			return fmt.Errorf("prune claims: %w", err)
 		}
-		if len(ids) == 0 {
+		if len(ids) > 0 {
+			after = ids[len(ids)-1]
+			if opt.DryRun {
+				var n int
+				if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM events e WHERE e.id IN (SELECT value FROM json_each(?2)) AND `+
+					prunableClaim, cut, idSet(ids)).Scan(&n); err != nil {
+					return fmt.Errorf("prune claims: %w", err)
+				}
+				res.EventsDeleted += n
+			} else {
+				if err := s.deleteClaims(ctx, cut, ids, res); err != nil {
+					return fmt.Errorf("prune claims: %w", err)
+				}
+				if err := s.pause(ctx, opt.Pause); err != nil {
+					return err
+				}
+			}
+		}
+		if done {
 			return nil
-		}
-		afterAt, afterID = lastAt, ids[len(ids)-1]
-		if err := s.deleteClaims(ctx, cut, ids, res); err != nil {
-			return fmt.Errorf("prune claims: %w", err)
-		}
-		if err := s.pause(ctx, opt.Pause); err != nil {
-			return err
 		}
 	}
 }
 
+// selectIDs runs q (one id column) inside tx.
+func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]int64, error) {
+	var ids []int64
+	err := eachRow(ctx, tx, q, func(rows *sql.Rows) error {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	}, args...)
+	return ids, err
+}
+
 // deleteClaims deletes the events among ids that are still prunable, with
 // their receipts, links, jobs and attempts, and batch receipts left without
-// any event. Foreign keys are on: children go first.
+// any event; their counts go to pruned_totals first. Foreign keys are on:
+// children go first.
 func (s *Store) deleteClaims(ctx context.Context, cut string, ids []int64, res *PruneResult) error {
-	b, _ := json.Marshal(ids)
 	var events, receipts, jobs, attempts int
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		events, receipts, jobs, attempts = 0, 0, 0, 0
-		var keep []int64
-		err := eachRow(ctx, tx, `SELECT e.id FROM events e WHERE e.id IN (SELECT value FROM json_each(?2)) AND `+prunableClaim,
-			func(rows *sql.Rows) error {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				keep = append(keep, id)
-				return nil
-			}, cut, string(b))
+		keep, err := selectIDs(ctx, tx, `SELECT e.id FROM events e WHERE e.id IN (SELECT value FROM json_each(?2)) AND `+prunableClaim,
+			cut, idSet(ids))
 		if err != nil {
 			return fmt.Errorf("recheck: %w", err)
 		}
 		if len(keep) == 0 {
 			return nil
 		}
-		kb, _ := json.Marshal(keep)
-		set := string(kb)
-		var batches []int64
-		err = eachRow(ctx, tx, `SELECT DISTINCT re.receipt_id FROM receipt_events re WHERE re.event_ref IN (SELECT value FROM json_each(?))`,
-			func(rows *sql.Rows) error {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					return err
-				}
-				batches = append(batches, id)
-				return nil
-			}, set)
+		set := idSet(keep)
+		batches, err := selectIDs(ctx, tx, `SELECT DISTINCT re.receipt_id FROM receipt_events re WHERE re.event_ref IN (SELECT value FROM json_each(?))`, set)
 		if err != nil {
 			return fmt.Errorf("find batch receipts: %w", err)
 		}
-		bb, _ := json.Marshal(batches)
+		if err := foldTotalsTx(ctx, tx, set, true); err != nil {
+			return err
+		}
 		for _, st := range []struct {
 			q   string
 			arg string
@@ -223,19 +358,18 @@ func (s *Store) deleteClaims(ctx context.Context, cut string, ids []int64, res *
 			{`DELETE FROM receipt_events WHERE event_ref IN (SELECT value FROM json_each(?))`, set, nil},
 			{`DELETE FROM receipts WHERE event_ref IN (SELECT value FROM json_each(?))`, set, &receipts},
 			{`DELETE FROM receipts WHERE id IN (SELECT value FROM json_each(?)) AND kind = 'batch'
-				AND NOT EXISTS (SELECT 1 FROM receipt_events WHERE receipt_id = receipts.id)`, string(bb), &receipts},
+				AND NOT EXISTS (SELECT 1 FROM receipt_events WHERE receipt_id = receipts.id)`, idSet(batches), &receipts},
+			{`DELETE FROM prune_held WHERE event_ref IN (SELECT value FROM json_each(?))`, set, nil},
 			{`DELETE FROM events WHERE id IN (SELECT value FROM json_each(?))`, set, &events},
 		} {
-			r, err := tx.ExecContext(ctx, st.q, st.arg)
-			if err != nil {
+			if err := execCount(ctx, tx, st.n, st.q, st.arg); err != nil {
 				return fmt.Errorf("delete: %w", err)
 			}
-			if st.n != nil {
-				n, _ := r.RowsAffected()
-				*st.n += int(n)
-			}
 		}
-		return nil
+		if err := advanceCursorTx(ctx, tx, "events", "events", 0); err != nil {
+			return err
+		}
+		return advanceCursorTx(ctx, tx, "receipts", "receipts", 0)
 	})
 	if err != nil {
 		return err
@@ -247,83 +381,295 @@ func (s *Store) deleteClaims(ctx context.Context, cut string, ids []int64, res *
 	return nil
 }
 
+// prunePayloads runs the payload tier: the events held on earlier passes,
+// then the events claimed since the last pass, then the requests that came
+// for already pruned events (late duplicates).
 func (s *Store) prunePayloads(ctx context.Context, opt PruneOptions, res *PruneResult) error {
 	cut := fmtTime(res.PayloadCutoff)
-	if opt.DryRun {
-		err := s.rdb.QueryRowContext(ctx, `SELECT count(*), COALESCE(sum(length(r.body)), 0) FROM receipts r WHERE `+prunablePayload,
-			cut).Scan(&res.PayloadsPruned, &res.PayloadBytes)
+	held, err := selectHeld(ctx, s.rdb)
+	if err != nil {
+		return fmt.Errorf("prune payloads: %w", err)
+	}
+	for lo := 0; lo < len(held); lo += opt.BatchSize {
+		ids := held[lo:min(lo+opt.BatchSize, len(held))]
+		if err := s.foldBatch(ctx, opt, cut, ids, 0, res); err != nil {
+			return err
+		}
+	}
+
+	after, err := s.cursor(ctx, "events")
+	if err != nil {
+		return fmt.Errorf("prune payloads: %w", err)
+	}
+	for {
+		ids, done, err := s.nextIDs(ctx, "events", "claimed_at", after, cut, opt.BatchSize)
 		if err != nil {
 			return fmt.Errorf("prune payloads: %w", err)
 		}
+		if len(ids) > 0 {
+			after = ids[len(ids)-1]
+			if err := s.foldBatch(ctx, opt, cut, ids, after, res); err != nil {
+				return err
+			}
+		}
+		if done {
+			break
+		}
+	}
+	if opt.DryRun {
 		return nil
 	}
-	q := `SELECT r.id, r.received_at FROM receipts r WHERE ` + prunablePayload +
-		` AND (r.received_at, r.id) > (?2, ?3) ORDER BY r.received_at, r.id LIMIT ?4`
-	afterAt, afterID := "", int64(0)
+
+	if after, err = s.cursor(ctx, "receipts"); err != nil {
+		return fmt.Errorf("prune payloads: %w", err)
+	}
 	for {
-		ids, lastAt, err := s.candidates(ctx, q, cut, afterAt, afterID, opt.BatchSize)
+		ids, done, err := s.nextIDs(ctx, "receipts", "received_at", after, cut, opt.BatchSize)
 		if err != nil {
-			return fmt.Errorf("prune payloads: %w", err)
+			return fmt.Errorf("prune late receipts: %w", err)
 		}
-		if len(ids) == 0 {
+		if len(ids) > 0 {
+			after = ids[len(ids)-1]
+			if err := s.foldLate(ctx, cut, ids, after, res); err != nil {
+				return fmt.Errorf("prune late receipts: %w", err)
+			}
+			if err := s.pause(ctx, opt.Pause); err != nil {
+				return err
+			}
+		}
+		if done {
 			return nil
-		}
-		afterAt, afterID = lastAt, ids[len(ids)-1]
-		if err := s.clearPayloads(ctx, cut, ids, res); err != nil {
-			return fmt.Errorf("prune payloads: %w", err)
-		}
-		if err := s.pause(ctx, opt.Pause); err != nil {
-			return err
 		}
 	}
 }
 
-// clearPayloads removes the bodies of the receipts among ids that are still
-// prunable, and the element bodies of the events their batches carried.
-func (s *Store) clearPayloads(ctx context.Context, cut string, ids []int64, res *PruneResult) error {
-	b, _ := json.Marshal(ids)
-	var n int
+func selectHeld(ctx context.Context, db *sql.DB) ([]int64, error) {
+	var ids []int64
+	err := eachRow(ctx, db, `SELECT event_ref FROM prune_held ORDER BY event_ref`, func(rows *sql.Rows) error {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read held events: %w", err)
+	}
+	return ids, nil
+}
+
+// foldBatch folds (or, in a dry run, counts) the prunable events among ids;
+// advance, when set, is the walk's new cursor.
+func (s *Store) foldBatch(ctx context.Context, opt PruneOptions, cut string, ids []int64, advance int64, res *PruneResult) error {
+	if opt.DryRun {
+		var n int
+		var bytes int64
+		// Bodies: the events' own receipts, and the batches that would go
+		// with them (every event they carry pruned or in this batch).
+		err := s.rdb.QueryRowContext(ctx, `
+WITH p AS (SELECT e.id FROM events e WHERE e.id IN (SELECT value FROM json_each(?2)) AND `+prunableEvent+`)
+SELECT (SELECT count(*) FROM p),
+	(SELECT COALESCE(sum(length(r.body)), 0) FROM receipts r WHERE r.event_ref IN p)
+	+ (SELECT COALESCE(sum(length(r.body)), 0) FROM receipts r
+		WHERE r.kind = 'batch' AND r.id IN (SELECT receipt_id FROM receipt_events WHERE event_ref IN p)
+		AND NOT EXISTS (SELECT 1 FROM receipt_events re JOIN events e ON e.id = re.event_ref
+			WHERE re.receipt_id = r.id AND e.pruned_at IS NULL AND e.id NOT IN p))`, cut, idSet(ids)).Scan(&n, &bytes)
+		if err != nil {
+			return fmt.Errorf("prune payloads: %w", err)
+		}
+		res.PayloadsPruned += n
+		res.PayloadBytes += bytes
+		return nil
+	}
+	if err := s.foldEvents(ctx, cut, ids, advance, res); err != nil {
+		return fmt.Errorf("prune payloads: %w", err)
+	}
+	return s.pause(ctx, opt.Pause)
+}
+
+// foldEvents folds the events among ids that are still prunable into their
+// claims, in one write transaction: totals first, then the summary on the
+// events row, then the deletes (children first). The others, not pruned
+// yet, go to prune_held to be looked at again on the next pass.
+func (s *Store) foldEvents(ctx context.Context, cut string, ids []int64, advance int64, res *PruneResult) error {
+	var events, receipts, jobs, attempts int
 	var bytes int64
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		n, bytes = 0, 0
-		now := fmtTime(s.now())
-		var batches []int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(sum(length(r.body)), 0) FROM receipts r
-			WHERE r.id IN (SELECT value FROM json_each(?2)) AND `+prunablePayload, cut, string(b)).Scan(&bytes); err != nil {
-			return fmt.Errorf("measure bodies: %w", err)
+		events, receipts, jobs, attempts, bytes = 0, 0, 0, 0, 0
+		all := idSet(ids)
+		keep, err := selectIDs(ctx, tx, `SELECT e.id FROM events e WHERE e.id IN (SELECT value FROM json_each(?2)) AND `+prunableEvent,
+			cut, all)
+		if err != nil {
+			return fmt.Errorf("recheck: %w", err)
 		}
-		err := eachRow(ctx, tx, `
-UPDATE receipts AS r SET body = NULL, pruned_at = ?3
-WHERE r.id IN (SELECT value FROM json_each(?2)) AND `+prunablePayload+`
-RETURNING id, kind`, func(rows *sql.Rows) error {
-			var id int64
-			var kind string
-			if err := rows.Scan(&id, &kind); err != nil {
+		set := idSet(keep)
+		if len(keep) > 0 {
+			if err := s.foldTx(ctx, tx, set, &receipts, &jobs, &attempts, &bytes); err != nil {
 				return err
 			}
-			n++
-			if kind == "batch" {
-				batches = append(batches, id)
-			}
-			return nil
-		}, cut, string(b), now)
-		if err != nil {
-			return fmt.Errorf("clear bodies: %w", err)
+			events = len(keep)
 		}
-		if len(batches) > 0 {
-			bb, _ := json.Marshal(batches)
-			if _, err := tx.ExecContext(ctx, `UPDATE events SET body = NULL WHERE id IN
-				(SELECT event_ref FROM receipt_events WHERE kind = 'accepted' AND receipt_id IN (SELECT value FROM json_each(?)))`,
-				string(bb)); err != nil {
-				return fmt.Errorf("clear batch elements: %w", err)
-			}
+		// The rest, unless gone or pruned, waits in prune_held.
+		if err := execCount(ctx, tx, nil, `
+INSERT OR IGNORE INTO prune_held (event_ref)
+SELECT e.id FROM events e WHERE e.id IN (SELECT value FROM json_each(?1)) AND e.pruned_at IS NULL
+	AND e.id NOT IN (SELECT value FROM json_each(?2))`, all, set); err != nil {
+			return fmt.Errorf("hold: %w", err)
+		}
+		if advance > 0 {
+			return advanceCursorTx(ctx, tx, "events", "events", advance)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	res.PayloadsPruned += n
+	res.PayloadsPruned += events
+	res.PayloadBytes += bytes
+	res.PayloadReceipts += receipts
+	res.PayloadJobs += jobs
+	res.PayloadAttempts += attempts
+	return nil
+}
+
+// foldTx folds the events in set (all prunable) into their claims.
+func (s *Store) foldTx(ctx context.Context, tx *sql.Tx, set string, receipts, jobs, attempts *int, bytes *int64) error {
+	batches, err := selectIDs(ctx, tx, `SELECT DISTINCT receipt_id FROM receipt_events WHERE event_ref IN (SELECT value FROM json_each(?))`, set)
+	if err != nil {
+		return fmt.Errorf("find batch receipts: %w", err)
+	}
+	if err := foldTotalsTx(ctx, tx, set, false); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `
+UPDATE events AS e SET
+	receipts = COALESCE(e.receipts, 0)
+		+ (SELECT count(*) FROM receipts r WHERE r.event_ref = e.id)
+		+ (SELECT count(*) FROM receipt_events re WHERE re.event_ref = e.id),
+	jobs = (SELECT count(*) FROM jobs j WHERE j.event_ref = e.id),
+	attempts = (SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.event_ref = e.id),
+	last_received_at = max(unixepoch(e.claimed_at), COALESCE(e.last_received_at, 0),
+		COALESCE((SELECT unixepoch(max(r.received_at)) FROM receipts r WHERE r.event_ref = e.id), 0),
+		COALESCE((SELECT unixepoch(max(r.received_at)) FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id
+			WHERE re.event_ref = e.id), 0)),
+	delivered_at = (SELECT unixepoch(max(j.finished_at)) FROM jobs j WHERE j.event_ref = e.id),
+	pruned_at = ?2,
+	body_sha256 = x'',
+	body = NULL
+WHERE e.id IN (SELECT value FROM json_each(?1))`, set, s.now().Unix()); err != nil {
+		return fmt.Errorf("summarise events: %w", err)
+	}
+	sumBodies := func(q string, arg string) error {
+		return eachRow(ctx, tx, q, func(rows *sql.Rows) error {
+			var n sql.NullInt64
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			*receipts++
+			*bytes += n.Int64
+			return nil
+		}, arg)
+	}
+	for _, st := range []struct {
+		q   string
+		arg string
+		n   *int
+	}{
+		{`DELETE FROM attempts WHERE job_id IN (SELECT id FROM jobs WHERE event_ref IN (SELECT value FROM json_each(?)))`, set, attempts},
+		{`DELETE FROM jobs WHERE event_ref IN (SELECT value FROM json_each(?))`, set, jobs},
+		{`DELETE FROM receipt_events WHERE event_ref IN (SELECT value FROM json_each(?))`, set, nil},
+		{`DELETE FROM prune_held WHERE event_ref IN (SELECT value FROM json_each(?))`, set, nil},
+	} {
+		if err := execCount(ctx, tx, st.n, st.q, st.arg); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+	}
+	if err := sumBodies(`DELETE FROM receipts WHERE event_ref IN (SELECT value FROM json_each(?)) RETURNING length(body)`, set); err != nil {
+		return fmt.Errorf("delete receipts: %w", err)
+	}
+	// A batch receipt goes with the last event it carried.
+	if err := sumBodies(`DELETE FROM receipts WHERE id IN (SELECT value FROM json_each(?)) AND kind = 'batch'
+		AND NOT EXISTS (SELECT 1 FROM receipt_events WHERE receipt_id = receipts.id) RETURNING length(body)`, idSet(batches)); err != nil {
+		return fmt.Errorf("delete batch receipts: %w", err)
+	}
+	return advanceCursorTx(ctx, tx, "receipts", "receipts", 0)
+}
+
+// foldLate folds into their pruned events the receipts among ids that came
+// after the event was pruned (late duplicates, direct or in a batch whose
+// every event is pruned), and advances the receipts walk to advance.
+// Anything else (receipts of events not pruned, quarantined requests) is
+// left alone: the event tier or nobody removes it.
+func (s *Store) foldLate(ctx context.Context, cut string, ids []int64, advance int64, res *PruneResult) error {
+	var receipts int
+	var bytes int64
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		receipts, bytes = 0, 0
+		all := idSet(ids)
+		late, err := selectIDs(ctx, tx, `
+SELECT r.id FROM receipts r JOIN events e ON e.id = r.event_ref
+WHERE r.id IN (SELECT value FROM json_each(?2)) AND r.received_at < ?1 AND e.pruned_at IS NOT NULL
+UNION ALL
+SELECT r.id FROM receipts r
+WHERE r.id IN (SELECT value FROM json_each(?2)) AND r.received_at < ?1 AND r.kind = 'batch'
+	AND EXISTS (SELECT 1 FROM receipt_events re WHERE re.receipt_id = r.id)
+	AND NOT EXISTS (SELECT 1 FROM receipt_events re JOIN events e ON e.id = re.event_ref
+		WHERE re.receipt_id = r.id AND e.pruned_at IS NULL)`, cut, all)
+		if err != nil {
+			return fmt.Errorf("find late receipts: %w", err)
+		}
+		if len(late) > 0 {
+			set := idSet(late)
+			// Per event: the receipts that carried it, direct or linked.
+			const carried = `
+	SELECT r.event_ref AS ref, r.kind AS kind, r.received_at AS at FROM receipts r
+	WHERE r.id IN (SELECT value FROM json_each(?1)) AND r.event_ref IS NOT NULL
+	UNION ALL
+	SELECT re.event_ref, re.kind, r.received_at FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id
+	WHERE re.receipt_id IN (SELECT value FROM json_each(?1))`
+			if _, err := tx.ExecContext(ctx, `
+INSERT INTO pruned_totals (name, kind, n)
+SELECT name, kind, CASE WHEN kind = 'last_received' THEN max(n) ELSE sum(n) END FROM (
+	SELECT e.source AS name, c.kind AS kind, 1 AS n FROM (`+carried+`) c JOIN events e ON e.id = c.ref
+	WHERE c.kind IN ('duplicate', 'divergent')
+	UNION ALL
+	SELECT e.source, 'last_received', unixepoch(c.at) FROM (`+carried+`) c JOIN events e ON e.id = c.ref)
+WHERE true GROUP BY name, kind
+ON CONFLICT (name, kind) DO UPDATE SET
+	n = CASE WHEN kind = 'last_received' THEN max(n, excluded.n) ELSE n + excluded.n END`, set); err != nil {
+				return fmt.Errorf("fold totals: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, `
+UPDATE events AS e SET
+	receipts = COALESCE(e.receipts, 0) + (SELECT count(*) FROM (`+carried+`) c WHERE c.ref = e.id),
+	last_received_at = max(COALESCE(e.last_received_at, 0), (SELECT max(unixepoch(c.at)) FROM (`+carried+`) c WHERE c.ref = e.id))
+WHERE e.id IN (SELECT ref FROM (`+carried+`))`, set); err != nil {
+				return fmt.Errorf("summarise events: %w", err)
+			}
+			if err := execCount(ctx, tx, nil, `DELETE FROM receipt_events WHERE receipt_id IN (SELECT value FROM json_each(?))`, set); err != nil {
+				return fmt.Errorf("delete links: %w", err)
+			}
+			err := eachRow(ctx, tx, `DELETE FROM receipts WHERE id IN (SELECT value FROM json_each(?)) RETURNING length(body)`,
+				func(rows *sql.Rows) error {
+					var n sql.NullInt64
+					if err := rows.Scan(&n); err != nil {
+						return err
+					}
+					receipts++
+					bytes += n.Int64
+					return nil
+				}, set)
+			if err != nil {
+				return fmt.Errorf("delete late receipts: %w", err)
+			}
+		}
+		return advanceCursorTx(ctx, tx, "receipts", "receipts", advance)
+	})
+	if err != nil {
+		return err
+	}
+	res.PayloadReceipts += receipts
 	res.PayloadBytes += bytes
 	return nil
 }

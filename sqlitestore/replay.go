@@ -203,13 +203,21 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 		}
 		for _, id := range sel.EventIDs {
 			var ref int64
-			err := s.rdb.QueryRowContext(ctx, `SELECT id FROM events WHERE source = ? AND event_id = ?`, sel.Source, id).Scan(&ref)
+			var pruned sql.NullInt64
+			err := s.rdb.QueryRowContext(ctx, `SELECT id, pruned_at FROM events WHERE source = ? AND event_id = ?`,
+				sel.Source, id).Scan(&ref, &pruned)
 			if errors.Is(err, sql.ErrNoRows) {
 				res.Skipped = append(res.Skipped, ReplaySkip{Source: sel.Source, EventID: id, Reason: SkipNotFound})
 				continue
 			}
 			if err != nil {
 				return nil, fmt.Errorf("replay: look up %s/%s: %w", sel.Source, id, err)
+			}
+			if pruned.Valid {
+				// Folded by retention.payloads: no payload, and no jobs left.
+				res.Skipped = append(res.Skipped, ReplaySkip{Source: sel.Source, EventID: id, Reason: SkipPruned,
+					PrunedAt: unixTime(pruned)})
+				continue
 			}
 			if err := add(`SELECT j.id FROM jobs j WHERE j.event_ref = ?`+destWhere+` ORDER BY j.id`,
 				append([]any{ref}, destArgs...)...); err != nil {

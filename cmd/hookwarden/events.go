@@ -186,6 +186,25 @@ func printEventDetail(w io.Writer, d *sqlitestore.EventDetail) {
 		plural(d.Jobs, "job", "jobs"))
 	fmt.Fprintf(tw, "claimed\t%s  (%s)\n", fmtUTC(d.ClaimedAt), fmtLocal(d.ClaimedAt))
 	fmt.Fprintf(tw, "idempotency key\t%s\n", hookwarden.IdempotencyKey(d.Source, d.EventID))
+	if d.SummaryOnly {
+		fmt.Fprintf(tw, "payload\tpruned at %s by retention.payloads: the payload, headers, receipts and attempt log were removed;\n",
+			fmtUTC(d.PrunedAt))
+		fmt.Fprintf(tw, "\tthe claim is kept (duplicates are still recognised) with this summary:\n")
+		fmt.Fprintf(tw, "receipts\t%d, the last at %s\n", d.Receipts, fmtUTC(d.LastReceivedAt))
+		delivered := "-"
+		if !d.DeliveredAt.IsZero() {
+			delivered = fmtUTC(d.DeliveredAt)
+		}
+		fmt.Fprintf(tw, "delivered\t%s to %s, %s\n", delivered, plural(d.Jobs, "destination", "destinations"),
+			plural(d.Attempts, "attempt", "attempts"))
+		tw.Flush()
+		if len(d.ReceiptLog) == 0 {
+			return
+		}
+		fmt.Fprintln(w, "\nrequests received since (not yet folded into the summary):")
+		printReceipts(w, d)
+		return
+	}
 	fmt.Fprintf(tw, "sha256\t%s\n", d.BodySHA256)
 	if d.Body == nil {
 		fmt.Fprintf(tw, "payload\tpruned at %s by retention.payloads (the claim is kept: duplicates are still recognised)\n",
@@ -196,6 +215,11 @@ func printEventDetail(w io.Writer, d *sqlitestore.EventDetail) {
 	tw.Flush()
 
 	fmt.Fprintf(w, "\nreceipts (%d)\n", len(d.ReceiptLog))
+	printReceipts(w, d)
+	printJobs(w, d)
+}
+
+func printReceipts(w io.Writer, d *sqlitestore.EventDetail) {
 	for _, r := range d.ReceiptLog {
 		kind := r.Kind
 		if r.Batch {
@@ -225,6 +249,9 @@ func printEventDetail(w io.Writer, d *sqlitestore.EventDetail) {
 		}
 	}
 
+}
+
+func printJobs(w io.Writer, d *sqlitestore.EventDetail) {
 	fmt.Fprintf(w, "\njobs (%d)\n", len(d.JobLog))
 	for _, j := range d.JobLog {
 		line := fmt.Sprintf("  #%d  %s  %s  attempts %d", j.ID, j.Destination, j.State, j.Attempts)

@@ -387,7 +387,8 @@ sources:
 	app.wait(t)
 	eventually(t, "payload pruned by the serve-side pass", func() bool {
 		a.pruneOnce(context.Background())
-		return a.count(`SELECT count(*) FROM receipts WHERE pruned_at IS NOT NULL AND body IS NULL`) == 1
+		return a.count(`SELECT count(*) FROM events WHERE pruned_at IS NOT NULL`) == 1 &&
+			a.count(`SELECT count(*) FROM receipts`) == 0
 	})
 }
 

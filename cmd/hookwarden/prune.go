@@ -43,9 +43,12 @@ func newPruneCmd(g *globals) *cobra.Command {
 		Short: "Apply retention now: payloads of finished events, then old claims (--dry-run prints what would go)",
 		Long: `Apply the two retention tiers now (serve also does it every hour):
 
-  retention.payloads  the raw bodies of events whose every delivery finished
-                      longer ago than this; the claim stays, so a late
-                      duplicate is still answered "duplicate"
+  retention.payloads  events whose every delivery finished longer ago than
+                      this are folded into their claim: the raw requests
+                      (bodies and headers), jobs and attempt log go, a
+                      summary stays (receipts, attempts, delivered at); the
+                      claim stays, so a late duplicate is still answered
+                      "duplicate", and stats keep counting what went
   retention.claims    events claimed and finished longer ago than this, with
                       their receipts, jobs and attempts (the dedup memory)
 
@@ -108,8 +111,13 @@ func printPrune(g *globals, cfg *config.Config, res sqlitestore.PruneResult) {
 		fmt.Fprintln(w, "payloads: retention.payloads is off; nothing pruned")
 		return
 	}
-	fmt.Fprintf(w, "payloads: %s %s (%s) of events finished before %s (retention.payloads %s)\n",
-		verb, plural(res.PayloadsPruned, "body", "bodies"), fmtBytes(res.PayloadBytes), fmtUTC(res.PayloadCutoff), cfg.Retention.Payloads)
+	fmt.Fprintf(w, "payloads: %s %s finished before %s (retention.payloads %s): %s of bodies",
+		verb, plural(res.PayloadsPruned, "event", "events"), fmtUTC(res.PayloadCutoff), cfg.Retention.Payloads, fmtBytes(res.PayloadBytes))
+	if !res.DryRun && res.PayloadReceipts+res.PayloadJobs > 0 {
+		fmt.Fprintf(w, "; %s, %s and %s folded into their claims", plural(res.PayloadReceipts, "receipt", "receipts"),
+			plural(res.PayloadJobs, "job", "jobs"), plural(res.PayloadAttempts, "attempt", "attempts"))
+	}
+	fmt.Fprintln(w)
 	if res.HeldDead+res.HeldPending+res.HeldQuarantined > 0 {
 		fmt.Fprintf(w, "kept on purpose, older than retention.payloads: %s with dead letters, %s still pending, %s\n"+
 			"  (resolve them: hookwarden dead list / replay; hookwarden events list --status quarantined)\n",
