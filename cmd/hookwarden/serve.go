@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,19 @@ func init() { commands = append(commands, newServeCmd) }
 // timeout comes after it, inside systemd's default 90 s.
 const stopTimeout = 20 * time.Second
 
+// serveGCPercent is serve's GOGC unless the environment sets one. Each
+// request allocates its body and a few small objects, all garbage at once;
+// halving the collections cut server CPU per request by about 5 % (85-87 to
+// 80-85 µs) and the p99 ratio at 64 connections from 1.56-1.58 to 1.23-1.51
+// in alternating cells (docs/performance.md), for about 5 MiB more heap.
+const serveGCPercent = 200
+
+func setGCPercent() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGCPercent)
+	}
+}
+
 func newServeCmd(g *globals) *cobra.Command {
 	var demo bool
 	cmd := &cobra.Command{
@@ -29,6 +43,7 @@ func newServeCmd(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			hup, stopHUP := notifyHUP() // before anything slow: SIGHUP must never kill serve
 			defer stopHUP()
+			setGCPercent()
 			var cfg *config.Config
 			var err error
 			var sink *demoSink
