@@ -107,7 +107,7 @@ func measureDB(ctx context.Context, path string, bodySize int, workDir, bin, cfg
 	}
 	defer os.Remove(pruned)
 	if n, err := prunePayloads(ctx, bin, cfgPath, pruned, workDir); err == nil {
-		r.PruneMethod = fmt.Sprintf("hookwarden prune (retention.payloads 1s) on a copy: %d bodies removed; then VACUUM", n)
+		r.PruneMethod = fmt.Sprintf("hookwarden prune (retention.payloads 1s) on a copy: %d events folded into their claims; then VACUUM", n)
 	} else {
 		// An older binary without the prune command: the same change by hand.
 		r.PruneMethod = "no prune command (" + err.Error() + "): UPDATE receipts SET body = NULL for delivered events on a copy, then VACUUM"
