@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,16 +39,11 @@ func TestChainedAttemptsKeepTheLimit(t *testing.T) {
 	t.Parallel()
 	const concurrency, jobs = 3, 30
 	q := &chainQueue{memQueue: newMemQueue(nil)}
-	var ids []int64
-	for i := range jobs {
-		ids = append(ids, q.add("s/app", fmt.Sprint("evt_", i), nil))
-	}
-	var cur, peak, calls atomic.Int32
+	ids := q.addN(jobs)
+	var g peakGauge
+	var calls atomic.Int32
 	d := deliverFunc(func(ctx context.Context, job *hookwarden.Job) Result {
-		n := cur.Add(1)
-		defer cur.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
+		defer g.enter()()
 		calls.Add(1)
 		time.Sleep(2 * time.Millisecond)
 		return Result{Class: Success}
@@ -62,7 +56,7 @@ func TestChainedAttemptsKeepTheLimit(t *testing.T) {
 			t.Fatalf("job %d ended %s", id, got[len(got)-1].Verdict)
 		}
 	}
-	if got := peak.Load(); got > concurrency {
+	if got := g.peak.Load(); got > concurrency {
 		t.Errorf("peak in-flight attempts = %d, want at most %d", got, concurrency)
 	}
 	if got := calls.Load(); got != jobs {

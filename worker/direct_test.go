@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,16 +36,11 @@ func TestSlotFreedBeforeFinishCommits(t *testing.T) {
 	const concurrency = chainMaxConcurrency + 1
 	const jobs = 3 * concurrency
 	q := &gatedQueue{memQueue: newMemQueue(nil), gate: make(chan struct{})}
-	var ids []int64
-	for i := range jobs {
-		ids = append(ids, q.add("s/app", fmt.Sprint("evt_", i), nil))
-	}
-	var cur, peak, delivered atomic.Int32
+	ids := q.addN(jobs)
+	var g peakGauge
+	var delivered atomic.Int32
 	d := deliverFunc(func(ctx context.Context, job *hookwarden.Job) Result {
-		n := cur.Add(1)
-		defer cur.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
+		defer g.enter()()
 		delivered.Add(1)
 		return Result{Class: Success}
 	})
@@ -60,7 +54,7 @@ func TestSlotFreedBeforeFinishCommits(t *testing.T) {
 	if got := delivered.Load(); got != jobs {
 		t.Fatalf("%d of %d jobs delivered while no attempt could be recorded; slots wait for commits", got, jobs)
 	}
-	if got := peak.Load(); got > concurrency {
+	if got := g.peak.Load(); got > concurrency {
 		t.Errorf("peak in-flight deliveries %d, want at most %d", got, concurrency)
 	}
 	stopped := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,6 +187,26 @@ func (q *memQueue) MustFinal(tb testing.TB, id int64) []hookwarden.Attempt {
 		return len(got) > 0 && got[len(got)-1].Verdict != hookwarden.Retry
 	})
 	return got
+}
+
+// addN adds n pending jobs of s/app (events evt_0, evt_1, ...) and returns their ids.
+func (q *memQueue) addN(n int) []int64 {
+	ids := make([]int64, 0, n)
+	for i := range n {
+		ids = append(ids, q.add("s/app", fmt.Sprint("evt_", i), nil))
+	}
+	return ids
+}
+
+// peakGauge tracks the largest number of calls in progress at once.
+type peakGauge struct{ cur, peak atomic.Int32 }
+
+// enter counts a call in; the returned func counts it out.
+func (g *peakGauge) enter() (leave func()) {
+	n := g.cur.Add(1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
+	}
+	return func() { g.cur.Add(-1) }
 }
 
 // MustRun starts p.Run and returns a stop function (also registered as

@@ -17,17 +17,11 @@ func TestPoolConcurrencyNeverExceeded(t *testing.T) {
 	t.Parallel()
 	const concurrency, jobs = 3, 20
 	q := newMemQueue(nil)
-	var ids []int64
-	for i := range jobs {
-		ids = append(ids, q.add("s/app", fmt.Sprint("evt_", i), nil))
-	}
-	var cur, peak atomic.Int32
+	ids := q.addN(jobs)
+	var g peakGauge
 	var calls atomic.Int32
 	d := deliverFunc(func(ctx context.Context, job *hookwarden.Job) Result {
-		n := cur.Add(1)
-		defer cur.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
+		defer g.enter()()
 		// Fail every other first attempt, so retries interleave with new jobs.
 		if calls.Add(1)%2 == 0 && job.Attempt == 1 {
 			return Result{Class: Transient, Err: errors.New("flaky")}
@@ -48,7 +42,7 @@ func TestPoolConcurrencyNeverExceeded(t *testing.T) {
 			t.Fatalf("job %d ended %s, want delivered", id, v)
 		}
 	}
-	if got := peak.Load(); got > concurrency {
+	if got := g.peak.Load(); got > concurrency {
 		t.Errorf("peak in-flight attempts = %d, want at most %d", got, concurrency)
 	}
 	q.mu.Lock()
@@ -56,7 +50,7 @@ func TestPoolConcurrencyNeverExceeded(t *testing.T) {
 	if q.maxAsked > concurrency {
 		t.Errorf("Lease asked for %d jobs at once, want at most %d", q.maxAsked, concurrency)
 	}
-	t.Logf("peak in flight %d, largest lease %d", peak.Load(), q.maxAsked)
+	t.Logf("peak in flight %d, largest lease %d", g.peak.Load(), q.maxAsked)
 }
 
 func TestPoolNotifyWakesDispatcher(t *testing.T) {
