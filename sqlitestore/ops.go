@@ -409,6 +409,9 @@ ORDER BY 1`, d.Ref)
 		}
 		r.Header = DecodeHeaders(headers)
 		r.BodySHA256 = hex.EncodeToString(sum)
+		if len(sum) == 0 && !r.Batch {
+			r.BodySHA256 = d.BodySHA256 // the event's own bytes: the hash is on the claim
+		}
 		if r.ReceivedAt, err = parseTime(at); err != nil {
 			return fmt.Errorf("show event receipts: %w", err)
 		}

@@ -2,6 +2,8 @@ package sqlitestore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"database/sql"
 	"sync"
 	"testing"
@@ -58,5 +60,37 @@ func TestDuplicateOfHashlessClaim(t *testing.T) {
 	}
 	if got := count(t, s, `SELECT count(*) FROM jobs`); got != 4 {
 		t.Errorf("%d jobs, want 4 (late copies create none)", got)
+	}
+}
+
+// TestReceiptHashOnlyWhenItDiffers: the accepted copy and byte-identical
+// duplicates do not repeat the event's hash (32 bytes each); a divergent
+// copy stores its own. events show gives every receipt its hash either way.
+func TestReceiptHashOnlyWhenItDiffers(t *testing.T) {
+	s := MustOpen(t, Options{})
+	ctx := context.Background()
+	for _, body := range []string{`{"v":1}`, `{"v":1}`, `{"v":2}`} {
+		if _, err := s.Record(ctx, receipt("standard", "evt_1", body, "standard/app")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := count(t, s, `SELECT count(*) FROM receipts WHERE length(body_sha256) = 0 AND kind IN ('accepted', 'duplicate')`); got != 2 {
+		t.Errorf("%d accepted/duplicate receipts without a hash, want 2", got)
+	}
+	if got := count(t, s, `SELECT count(*) FROM receipts WHERE length(body_sha256) = 32 AND kind = 'divergent'`); got != 1 {
+		t.Errorf("%d divergent receipts with their hash, want 1", got)
+	}
+	d, err := s.ShowEvent(ctx, "standard", "evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{"v":1}`, `{"v":1}`, `{"v":2}`}
+	if len(d.ReceiptLog) != len(want) {
+		t.Fatalf("%d receipts shown, want %d", len(d.ReceiptLog), len(want))
+	}
+	for i, r := range d.ReceiptLog {
+		if sum := sha256.Sum256([]byte(want[i])); r.BodySHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("receipt %d (%s) shows hash %q, want that of %s", i, r.Kind, r.BodySHA256, want[i])
+		}
 	}
 }

@@ -167,7 +167,7 @@ func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, r
 
 func (s *Store) insertReceipt(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, ref any, kind, headers, at string, body []byte, reason any) (int64, error) {
 	res, err := tx.StmtContext(ctx, s.stmts.receipt).ExecContext(ctx,
-		r.Source, ref, kind, at, r.RemoteAddr, headers, body, r.BodySHA256[:], reason)
+		r.Source, ref, kind, at, r.RemoteAddr, headers, body, receiptHash(r, kind, body), reason)
 	if err != nil {
 		return 0, fmt.Errorf("insert receipt: %w", err)
 	}
@@ -446,7 +446,7 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 			}
 			rc.res.ReceiptID = base + int64(lo+i) + 1
 			args = append(args, rc.res.ReceiptID, rc.r.Source, rc.ref, kind, rc.at, rc.r.RemoteAddr,
-				rc.headers, body, rc.r.BodySHA256[:])
+				rc.headers, body, receiptHash(rc.r, kind, body))
 		}
 		if _, err := tx.StmtContext(ctx, s.stmts.many.receipt[l]).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("insert receipts: %w", err)
@@ -518,6 +518,20 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 		}
 	}
 	return nil
+}
+
+// noHash is stored as a receipt's body_sha256 when it is its event's hash.
+var noHash = []byte{}
+
+// receiptHash is what a receipt stores as body_sha256: nothing when the
+// bytes are the event's own (the accepted copy and byte-identical
+// duplicates: events.body_sha256 has the hash, 32 bytes a receipt need not
+// repeat), the hash of what arrived otherwise.
+func receiptHash(r *hookwarden.Receipt, kind string, body []byte) []byte {
+	if kind == "accepted" || (kind == "duplicate" && body == nil) {
+		return noHash
+	}
+	return r.BodySHA256[:]
 }
 
 func isConstraint(err error) bool {
