@@ -3,8 +3,8 @@ package sqlitestore
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"database/sql"
+	"encoding/hex"
 	"sync"
 	"testing"
 	"time"
