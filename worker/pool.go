@@ -98,6 +98,7 @@ type dispatcher struct {
 	// it a freed slot does not ask the store: with Direct hand-over most
 	// jobs never wait in the store, and an empty lease is a wasted write.
 	hint atomic.Bool
+	log  *slog.Logger // the pool's, with the destination's name
 
 	mu        sync.Mutex
 	inflight  int       // slots taken: attempts running, leases and reservations under way
@@ -178,6 +179,7 @@ func New(q Queue, dests []Destination, opt Options) *Pool {
 			leaseFor: longest + opt.LeaseMargin,
 			wake:     make(chan struct{}, 1),
 			freed:    make(chan struct{}, 1),
+			log:      opt.Logger.With("destination", d.Name),
 			running:  map[int64]time.Time{},
 		}
 		p.dispatch = append(p.dispatch, disp)
@@ -357,7 +359,7 @@ func (d *dispatcher) Start(job hookwarden.Job) {
 	// accepting false under mu first), so this Add is not racing it.
 	p.wg.Add(1)
 	d.mu.Unlock()
-	log := p.log.With("destination", d.dest.Name)
+	log := d.log
 	go func() {
 		defer p.wg.Done()
 		d.attempts(p.runCtx, p.hard, job, log)
@@ -422,7 +424,7 @@ func (d *dispatcher) queueResult(err error) {
 // or the poll interval. Attempts run under hard and are added to wg.
 func (d *dispatcher) run(ctx, hard context.Context, wg *sync.WaitGroup) {
 	p := d.p
-	log := p.log.With("destination", d.dest.Name)
+	log := d.log
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	ask := true                                    // lease this turn
