@@ -1,7 +1,6 @@
 package torture
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/promtext"
 )
 
 // Constants of the configuration every scenario serves.
@@ -321,27 +322,7 @@ func (s *server) mustMetrics() metricSet {
 
 type metricSet map[string]float64
 
-func parseMetrics(r io.Reader) (metricSet, error) {
-	m := metricSet{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[line[:i]] = v
-	}
-	return m, sc.Err()
-}
+func parseMetrics(r io.Reader) (metricSet, error) { return promtext.Parse(r) }
 
 // Series the scenarios read.
 const (
