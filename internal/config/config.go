@@ -92,7 +92,8 @@ type Limits struct {
 
 // Retention says how long data is kept.
 type Retention struct {
-	// Payloads: raw bodies of finished events (default 30d).
+	// Payloads: raw requests (bodies, headers) and attempt logs of finished
+	// events; the claim stays with a summary (default 30d).
 	Payloads Duration `mapstructure:"payloads"`
 	// Claims: event ids, the dedup memory (default 90d). Must outlast every
 	// source's retry_horizon + redrive_window.
