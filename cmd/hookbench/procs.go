@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,11 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/procfs"
 	"github.com/hookwarden/hookwarden/internal/promtext"
 )
 
@@ -237,41 +235,23 @@ func (s *server) exitError() error {
 	return nil
 }
 
-// procStatus reads a field of /proc/PID/status in kB (VmHWM: peak RSS).
-func (s *server) procStatusKB(field string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+// statusMiB is a /proc/PID/status field in MiB (VmHWM: peak RSS, VmRSS:
+// RSS now); negative if it cannot be read.
+func (s *server) statusMiB(field string) float64 {
+	st, err := procfs.Status(s.cmd.Process.Pid)
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return v
-		}
-	}
-	return -1
+	return float64(st[field]) / 1024
 }
 
 // peakRSSMiB is the process's VmHWM.
-func (s *server) peakRSSMiB() float64 { return float64(s.procStatusKB("VmHWM")) / 1024 }
+func (s *server) peakRSSMiB() float64 { return s.statusMiB("VmHWM") }
 
 // cpuSeconds is the process's user+system CPU time so far.
 func (s *server) cpuSeconds() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses.
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ is 100 on Linux
+	c, _ := procfs.CPUSeconds(s.cmd.Process.Pid)
+	return c
 }
 
 // selfCPU is the harness's own user+system CPU time so far.

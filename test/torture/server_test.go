@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/procfs"
 	"github.com/hookwarden/hookwarden/internal/promtext"
 )
 
@@ -357,29 +357,11 @@ func (s *server) proc() procStats {
 	if err != nil {
 		s.t.Fatalf("read fds: %v", err)
 	}
-	st := procStats{FDs: len(fds)}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	status, err := procfs.Status(pid)
 	if err != nil {
 		s.t.Fatalf("read status: %v", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			continue
-		}
-		n, _ := strconv.Atoi(f[0])
-		switch k {
-		case "Threads":
-			st.Threads = n
-		case "VmRSS":
-			st.RSSKiB = n
-		}
-	}
-	return st
+	return procStats{FDs: len(fds), Threads: int(status["Threads"]), RSSKiB: int(status["VmRSS"])}
 }
 
 // waitFor polls cond every 50ms until it holds or d passes.
