@@ -137,19 +137,54 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hook
 	if err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, &sum); err != nil {
 		return 0, false, false, false, fmt.Errorf("look up claimed event: %w", err)
 	}
-	return ref, false, len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0, nil
+	divergent, unknown = compareClaim(sum, ev)
+	return ref, false, divergent, unknown, nil
+}
+
+// compareClaim says how a duplicate's bytes relate to its claim's hash sum:
+// divergent when it differs, unknown when payload retention emptied it.
+func compareClaim(sum []byte, ev *hookwarden.Event) (divergent, unknown bool) {
+	return len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0
+}
+
+// receiptKind is what a single-event receipt is stored as, and the body it
+// keeps: all of it but a byte-identical duplicate's (the accepted receipt
+// has it). A kept empty body is stored as such, not as NULL (pruned).
+func receiptKind(isNew, divergent, unknown bool, body []byte) (string, []byte) {
+	kind := "accepted"
+	switch {
+	case isNew:
+	case divergent:
+		kind = "divergent" // keep the differing body: worth a human's look
+	case unknown:
+		kind = "duplicate" // of a pruned event: keep the body, it may differ
+	default:
+		return "duplicate", nil
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	return kind, body
+}
+
+// newJob is how a new job is stored: due at once (at), or leased to a
+// Direct slot until until, its first attempt counted.
+func newJob(at, until string, direct bool) (attempts int, next string, leasedUntil any) {
+	if direct {
+		return 1, until, until
+	}
+	return 0, at, nil
 }
 
 func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, ref int64, ev *hookwarden.Event, at string) (int, error) {
 	st := tx.StmtContext(ctx, s.stmts.job)
 	for _, d := range ev.Destinations {
-		attempts, next, leased := 0, at, any(nil)
 		slot, until, direct := s.reserve(d, s.now())
 		if direct {
-			attempts, next, leased = 1, until, until
 			// Listed now so that a failure releases the slot.
 			s.handed = append(s.handed, handed{slot: slot})
 		}
+		attempts, next, leased := newJob(at, until, direct)
 		res, err := st.ExecContext(ctx, ref, d, attempts, next, leased, at)
 		if err != nil {
 			return 0, fmt.Errorf("insert job: %w", err)
@@ -184,19 +219,7 @@ func (s *Store) singleTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 	if err != nil {
 		return err
 	}
-	kind, body := "accepted", r.Body
-	switch {
-	case isNew:
-	case divergent:
-		kind = "divergent" // keep the differing body: worth a human's look
-	case unknown:
-		kind = "duplicate" // of a pruned event: keep the body, it may differ
-	default:
-		kind, body = "duplicate", nil // byte-identical: the first receipt has it
-	}
-	if body == nil && kind != "duplicate" {
-		body = []byte{} // an empty body is stored as such, not as NULL (pruned)
-	}
+	kind, body := receiptKind(isNew, divergent, unknown, r.Body)
 	if res.ReceiptID, err = s.insertReceipt(ctx, tx, r, ref, kind, headers, at, body, nil); err != nil {
 		return err
 	}
@@ -421,7 +444,8 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 		if err := lookup.QueryRowContext(ctx, k.source, k.id).Scan(&rc.ref, &sum); err != nil {
 			return fmt.Errorf("look up claimed event: %w", err)
 		}
-		rc.isNew, rc.divergent, rc.unknown = false, len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0
+		rc.isNew = false
+		rc.divergent, rc.unknown = compareClaim(sum, ev)
 	}
 
 	var base int64
@@ -431,19 +455,7 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 	err = chunks(len(recs), func(lo, size, l int) error {
 		args = args[:0]
 		for i, rc := range recs[lo : lo+size] {
-			kind, body := "accepted", rc.r.Body
-			switch {
-			case rc.isNew:
-			case rc.divergent:
-				kind = "divergent" // keep the differing body: worth a human's look
-			case rc.unknown:
-				kind = "duplicate" // of a pruned event: keep the body, it may differ
-			default:
-				kind, body = "duplicate", nil // byte-identical: the first receipt has it
-			}
-			if body == nil && kind != "duplicate" {
-				body = []byte{} // an empty body is stored as such, not as NULL (pruned)
-			}
+			kind, body := receiptKind(rc.isNew, rc.divergent, rc.unknown, rc.r.Body)
 			rc.res.ReceiptID = base + int64(lo+i) + 1
 			args = append(args, rc.res.ReceiptID, rc.r.Source, rc.ref, kind, rc.at, rc.r.RemoteAddr,
 				rc.headers, body, receiptHash(rc.r, kind, body))
@@ -461,10 +473,9 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 		rc     *recordOp
 		dest   string
 		until  string // the lease's end when the job goes to a Direct slot
-		direct bool
+		handed int    // its place in s.handed; -1: not handed over
 	}
 	var jobs []jobRow
-	nDirect := 0
 	now := s.now()
 	for _, rc := range recs {
 		ev := &rc.r.Events[0]
@@ -475,13 +486,14 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 		}
 		for _, d := range ev.Destinations {
 			slot, until, direct := s.reserve(d, now)
-			jobs = append(jobs, jobRow{rc, d, until, direct})
+			j := jobRow{rc, d, until, -1}
 			if direct {
-				nDirect++
 				// Listed now so that a failure below releases the slot; the
 				// job is filled in once its id is known.
+				j.handed = len(s.handed)
 				s.handed = append(s.handed, handed{slot: slot})
 			}
+			jobs = append(jobs, j)
 		}
 		rc.res.Outcome = hookwarden.Accepted
 		rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: len(ev.Destinations)}
@@ -496,10 +508,7 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 	if err := chunks(len(jobs), func(lo, size, l int) error {
 		args = args[:0]
 		for i, j := range jobs[lo : lo+size] {
-			attempts, next, leased := 0, j.rc.at, any(nil)
-			if j.direct {
-				attempts, next, leased = 1, j.until, j.until
-			}
+			attempts, next, leased := newJob(j.rc.at, j.until, j.handed >= 0)
 			args = append(args, base+int64(lo+i)+1, j.rc.ref, j.dest, attempts, next, leased, j.rc.at)
 		}
 		if _, err := tx.StmtContext(ctx, s.stmts.many.job[l]).ExecContext(ctx, args...); err != nil {
@@ -509,12 +518,9 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 	}); err != nil {
 		return err
 	}
-	h := s.handed[len(s.handed)-nDirect:]
-	k := 0
 	for i, j := range jobs {
-		if j.direct {
-			h[k].job = directJob(j.rc.r, &j.rc.r.Events[0], base+int64(i)+1, j.dest)
-			k++
+		if j.handed >= 0 {
+			s.handed[j.handed].job = directJob(j.rc.r, &j.rc.r.Events[0], base+int64(i)+1, j.dest)
 		}
 	}
 	return nil

@@ -218,7 +218,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	for _, d := range p.dispatch {
 		d.heartbeat()
 		d.setAccepting(true)
-		wg.Go(func() { d.run(ctx, hard, wg) })
+		wg.Go(func() { d.run(ctx, wg) })
 	}
 	p.running.Store(true)
 	p.log.Info("workers started", "destinations", len(p.dispatch))
@@ -359,12 +359,17 @@ func (d *dispatcher) Start(job hookwarden.Job) {
 	// accepting false under mu first), so this Add is not racing it.
 	p.wg.Add(1)
 	d.mu.Unlock()
-	log := d.log
 	go func() {
 		defer p.wg.Done()
-		d.attempts(p.runCtx, p.hard, job, log)
-		d.slotDone()
+		d.work(job)
 	}()
+}
+
+// work runs a job (and any chained after it) in a slot taken for it, then
+// frees the slot. Attempts run under the pool's hard context.
+func (d *dispatcher) work(job hookwarden.Job) {
+	d.attempts(d.p.runCtx, d.p.hard, job, d.log)
+	d.slotDone()
 }
 
 func (d *dispatcher) setAccepting(on bool) {
@@ -421,8 +426,8 @@ func (d *dispatcher) queueResult(err error) {
 
 // run is the dispatcher loop: lease exactly the free slots, start one
 // attempt per job, then wait for a wake-up, a freed slot, the next due time
-// or the poll interval. Attempts run under hard and are added to wg.
-func (d *dispatcher) run(ctx, hard context.Context, wg *sync.WaitGroup) {
+// or the poll interval. Attempts are added to wg.
+func (d *dispatcher) run(ctx context.Context, wg *sync.WaitGroup) {
 	p := d.p
 	log := d.log
 	timer := time.NewTimer(time.Hour)
@@ -440,10 +445,7 @@ func (d *dispatcher) run(ctx, hard context.Context, wg *sync.WaitGroup) {
 				jobs, err := d.lease(ctx, free)
 				d.give(free - len(jobs))
 				for _, job := range jobs {
-					wg.Go(func() {
-						d.attempts(ctx, hard, job, log)
-						d.slotDone()
-					})
+					wg.Go(func() { d.work(job) })
 				}
 				if ctx.Err() != nil {
 					return
