@@ -150,3 +150,60 @@ func TestDirectReleasesOnFailedCommit(t *testing.T) {
 			len(d.started), d.released, 100-d.free["standard/app"])
 	}
 }
+
+// TestUnleaseGivesBackOnlyThatLease: a handed job whose pool refused it is
+// due at once with its attempt uncounted; an Unlease for another attempt
+// (the job was leased again since) or of a finished job changes nothing.
+func TestUnleaseGivesBackOnlyThatLease(t *testing.T) {
+	s := MustOpen(t, Options{})
+	ctx := context.Background()
+	d := &slots{free: map[string]int{"standard/app": 2}}
+	s.SetDirect(d)
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Record(ctx, receipt("standard", id, `{"id":"`+id+`"}`, "standard/app")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.mu.Lock()
+	a, b := d.started[0], d.started[1]
+	d.mu.Unlock()
+	state := func(id int64) (attempts int, leased bool, due bool) {
+		t.Helper()
+		var until sql.NullString
+		var next string
+		if err := s.DB().QueryRow(`SELECT attempts, leased_until, next_at FROM jobs WHERE id = ?`, id).Scan(&attempts, &until, &next); err != nil {
+			t.Fatal(err)
+		}
+		return attempts, until.Valid, next <= fmtTime(time.Now())
+	}
+
+	stale := a
+	stale.Attempt = 2 // as if leased again after the hand-over
+	if err := s.Unlease(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if n, leased, _ := state(a.ID); n != 1 || !leased {
+		t.Fatalf("after a stale Unlease: attempts %d leased %v, want 1 and still leased", n, leased)
+	}
+	if err := s.Unlease(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if n, leased, due := state(a.ID); n != 0 || leased || !due {
+		t.Fatalf("after Unlease: attempts %d leased %v due %v, want 0, no lease, due now", n, leased, due)
+	}
+	if err := s.Unlease(ctx, a); err != nil { // twice: no lease left to give back
+		t.Fatal(err)
+	}
+	if n, _, _ := state(a.ID); n != 0 {
+		t.Fatalf("a second Unlease took the count to %d", n)
+	}
+	if err := s.Finish(ctx, hookwarden.Attempt{JobID: b.ID, Number: b.Attempt, StartedAt: time.Now(), Verdict: hookwarden.Delivered}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unlease(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, s, `SELECT count(*) FROM jobs WHERE id = ? AND state = 'delivered' AND attempts = 1`, b.ID); got != 1 {
+		t.Fatal("Unlease changed a delivered job")
+	}
+}

@@ -265,6 +265,24 @@ func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
 	return n, err
 }
 
+// Unlease gives back the lease of a job that was committed leased to a slot
+// (Direct) whose pool refused to start it: the pool began draining, for a
+// reload or a stop, between the reservation and the commit. The attempt
+// never ran, so it is not counted, and the job is due now for whichever pool
+// serves the destination next, instead of when its lease would have ended.
+// A job leased again or finished since is left alone.
+func (s *Store) Unlease(ctx context.Context, job hookwarden.Job) error {
+	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE jobs SET attempts = attempts - 1, next_at = ?, leased_until = NULL
+			WHERE id = ? AND state = 'pending' AND attempts = ? AND leased_until IS NOT NULL`,
+			fmtTime(s.now()), job.ID, job.Attempt)
+		if err != nil {
+			return fmt.Errorf("unlease job %d: %w", job.ID, err)
+		}
+		return nil
+	})
+}
+
 // OutboxStats reads pending depth, oldest pending age and dead letters per
 // destination, one entry per name given (zeros included) plus any destination
 // no longer configured that still has jobs. The partial indexes on pending and

@@ -344,15 +344,38 @@ func (d *dispatcher) LeaseFor() time.Duration { return d.leaseFor }
 // Release gives back a slot taken by Reserve whose job was not committed.
 func (d *dispatcher) Release() { d.slotDone() }
 
+// unleaser is a Queue that can give back the lease of a job handed to a
+// slot that did not run it (sqlitestore.Store).
+type unleaser interface {
+	Unlease(ctx context.Context, job hookwarden.Job) error
+}
+
+// unleaseTimeout bounds the write that gives a refused job back.
+const unleaseTimeout = 5 * time.Second
+
 // Start runs the first attempt of a job the store committed leased to a slot
-// taken by Reserve. It never blocks. While draining it only gives the slot
-// back: the job keeps its lease and is released at the next start.
+// taken by Reserve. It never blocks. While draining it gives the slot back
+// and, when the queue can, the job's lease too, so that the pool taking over
+// after a reload finds it due at once rather than when the lease ends (else
+// it is released at the next start).
 func (d *dispatcher) Start(job hookwarden.Job) {
 	p := d.p
 	d.mu.Lock()
 	if !d.accepting {
 		d.mu.Unlock()
 		d.slotDone()
+		if u, ok := p.q.(unleaser); ok {
+			// Not in p.wg: Run may already be waiting on it. Start runs on
+			// the store's writer, so the write must not be waited for here.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), unleaseTimeout)
+				defer cancel()
+				if err := u.Unlease(ctx, job); err != nil {
+					d.log.Warn("a job handed over while draining keeps its lease until it ends or the next start",
+						"job", job.ID, "err", err)
+				}
+			}()
+		}
 		return
 	}
 	// Under mu while accepting: Run's Wait cannot have begun (it sets

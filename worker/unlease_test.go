@@ -1,0 +1,140 @@
+package worker_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+	"github.com/hookwarden/hookwarden/worker"
+)
+
+type deliverFunc func(ctx context.Context, job *hookwarden.Job) worker.Result
+
+func (f deliverFunc) Deliver(ctx context.Context, job *hookwarden.Job) worker.Result { return f(ctx, job) }
+
+// drainingSlot stands for the few milliseconds of a reload in which the
+// store has reserved a slot of the old pool for a new job and the old pool
+// starts draining before the commit hands the job over.
+type drainingSlot struct {
+	hookwarden.Slot
+	drain func()
+}
+
+func (s drainingSlot) Start(job hookwarden.Job) {
+	s.drain()
+	s.Slot.Start(job)
+}
+
+type drainOnReserve struct {
+	p     *worker.Pool
+	drain func()
+}
+
+func (d drainOnReserve) Reserve(dest string) (hookwarden.Slot, bool) {
+	slot, ok := d.p.Reserve(dest)
+	if !ok {
+		return nil, false
+	}
+	return drainingSlot{Slot: slot, drain: d.drain}, true
+}
+
+// leaseSignal tells when a Lease returned.
+type leaseSignal struct {
+	*sqlitestore.Store
+	leased chan struct{}
+}
+
+func (q *leaseSignal) Lease(ctx context.Context, dest string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	jobs, err := q.Store.Lease(ctx, dest, max, leaseFor)
+	select {
+	case q.leased <- struct{}{}:
+	default:
+	}
+	return jobs, err
+}
+
+// TestDrainingPoolGivesHandedJobBack: a job handed to a pool that began
+// draining (a reload) is not left leased until its lease ends: the pool
+// taking over delivers it at once, as attempt 1, and the old pool never
+// delivers it.
+func TestDrainingPoolGivesHandedJobBack(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "hw.db"), sqlitestore.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const dest = "std/app"
+	q := &leaseSignal{Store: s, leased: make(chan struct{}, 1)}
+	old := worker.New(q, []worker.Destination{{Name: dest, Concurrency: 2, Timeout: time.Minute,
+		Deliverer: deliverFunc(func(ctx context.Context, job *hookwarden.Job) worker.Result {
+			t.Errorf("the draining pool delivered job %d", job.ID)
+			return worker.Result{Class: worker.Success}
+		})}}, worker.Options{PollInterval: time.Hour})
+	oldCtx, stopOld := context.WithCancel(ctx)
+	oldDone := make(chan error, 1)
+	go func() { oldDone <- old.Run(oldCtx) }()
+	// The dispatcher's first lease (nothing due) holds the free slots until
+	// it gives them back; after that, with an hour's poll and no job
+	// waiting, it leases nothing until stopped.
+	<-q.leased
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if slot, ok := old.Reserve(dest); ok {
+			slot.Release()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the old pool never had a free slot")
+		}
+	}
+	// Drain on the writer, after the reservation and before the hand-over:
+	// stop the old pool and wait for its Run to return. Safe here: with an
+	// hour's poll and no hint its dispatcher is idle, not waiting on the
+	// writer.
+	drain := func() {
+		stopOld()
+		if err := <-oldDone; err != nil {
+			t.Error(err)
+		}
+	}
+	s.SetDirect(drainOnReserve{p: old, drain: drain})
+
+	body := []byte(`{"id":"evt_reload"}`)
+	sum := sha256.Sum256(body)
+	res, err := s.Record(ctx, &hookwarden.Receipt{Source: "std", Header: http.Header{"Content-Type": {"application/json"}},
+		Body: body, BodySHA256: sum, RemoteAddr: "127.0.0.1:5555", ReceivedAt: time.Now(),
+		Events: []hookwarden.Event{{ID: "evt_reload", Type: "t", BodySHA256: sum, Destinations: []string{dest}}}})
+	if err != nil || res.Outcome != hookwarden.Accepted {
+		t.Fatalf("Record = %+v, %v", res, err)
+	}
+	if old.Healthy() != worker.ErrNotRunning {
+		t.Fatal("the job was not handed to the old pool's slot (no drain ran)")
+	}
+
+	// The pool taking over, polling rarely: only a job due now is leased
+	// by its first look.
+	got := make(chan hookwarden.Job, 1)
+	next := worker.New(s, []worker.Destination{{Name: dest, Concurrency: 2, Timeout: time.Minute,
+		Deliverer: deliverFunc(func(ctx context.Context, job *hookwarden.Job) worker.Result {
+			got <- *job
+			return worker.Result{Class: worker.Success}
+		})}}, worker.Options{PollInterval: 200 * time.Millisecond})
+	s.SetDirect(next)
+	nextCtx, stopNext := context.WithCancel(ctx)
+	defer stopNext()
+	go next.Run(nextCtx)
+	select {
+	case job := <-got:
+		if job.EventID != "evt_reload" || job.Attempt != 1 {
+			t.Errorf("delivered %s as attempt %d, want evt_reload as attempt 1", job.EventID, job.Attempt)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job handed to the draining pool was not delivered by the next one (still leased?)")
+	}
+}
