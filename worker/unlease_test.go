@@ -16,7 +16,9 @@ import (
 
 type deliverFunc func(ctx context.Context, job *hookwarden.Job) worker.Result
 
-func (f deliverFunc) Deliver(ctx context.Context, job *hookwarden.Job) worker.Result { return f(ctx, job) }
+func (f deliverFunc) Deliver(ctx context.Context, job *hookwarden.Job) worker.Result {
+	return f(ctx, job)
+}
 
 // drainingSlot stands for the few milliseconds of a reload in which the
 // store has reserved a slot of the old pool for a new job and the old pool
