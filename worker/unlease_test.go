@@ -119,8 +119,9 @@ func TestDrainingPoolGivesHandedJobBack(t *testing.T) {
 		t.Fatal("the job was not handed to the old pool's slot (no drain ran)")
 	}
 
-	// The pool taking over, polling rarely: only a job due now is leased
-	// by its first look.
+	// The pool taking over. The handed job's lease would last the timeout
+	// plus 30 s, far beyond the wait below, so it is delivered in time only
+	// if it was given back (found by the first lease or a 200 ms poll).
 	got := make(chan hookwarden.Job, 1)
 	next := worker.New(s, []worker.Destination{{Name: dest, Concurrency: 2, Timeout: time.Minute,
 		Deliverer: deliverFunc(func(ctx context.Context, job *hookwarden.Job) worker.Result {
