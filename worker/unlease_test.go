@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,22 +39,35 @@ type drainOnReserve struct {
 	drain func()
 }
 
+// Reserve waits out a lease cycle of the old pool's dispatcher (a freed slot
+// wakes it; its take holds every slot for a moment). Spinning on the writer
+// is safe only because leaseSignal answers every lease after the first
+// without the writer.
 func (d drainOnReserve) Reserve(dest string) (hookwarden.Slot, bool) {
-	slot, ok := d.p.Reserve(dest)
-	if !ok {
-		return nil, false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		if slot, ok := d.p.Reserve(dest); ok {
+			return drainingSlot{Slot: slot, drain: d.drain}, true
+		}
 	}
-	return drainingSlot{Slot: slot, drain: d.drain}, true
+	return nil, false
 }
 
-// leaseSignal tells when a Lease returned.
+// leaseSignal tells when a Lease returned. Only the first lease reaches the
+// store: the old pool must never take the job by leasing it (the property
+// under test is the hand-over), and later leases must not need the writer
+// (see drainOnReserve).
 type leaseSignal struct {
 	*sqlitestore.Store
 	leased chan struct{}
+	calls  atomic.Int32
 }
 
 func (q *leaseSignal) Lease(ctx context.Context, dest string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
-	jobs, err := q.Store.Lease(ctx, dest, max, leaseFor)
+	var jobs []hookwarden.Job
+	var err error
+	if q.calls.Add(1) == 1 {
+		jobs, err = q.Store.Lease(ctx, dest, max, leaseFor)
+	}
 	select {
 	case q.leased <- struct{}{}:
 	default:
