@@ -645,7 +645,7 @@ func postmark(g *gen) {
 		"webhook URL still carries the old password; receiver configured with [new, old]")
 }
 
-// The generic convention (providers.md): X-Webhook-Timestamp, X-Webhook-Signature
+// The generic convention of this project: X-Webhook-Timestamp, X-Webhook-Signature
 // "sha256=<hex HMAC-SHA256(secret, ts.body)>" (a comma list for rotation),
 // X-Webhook-Id, 300 s window.
 func generic(g *gen) {
