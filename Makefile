@@ -7,7 +7,7 @@ GO      ?= go
 FUZZTIME ?= 60s
 FUZZTIME_CI ?= 3s
 
-.PHONY: help build run test race vet lint fuzz fuzz-ci bench bench-quick bench-go torture torture-short clean install uninstall deb
+.PHONY: help build run test race vet lint vectors fuzz fuzz-ci bench bench-quick bench-go torture torture-short clean install uninstall deb
 
 # install/uninstall: DESTDIR stages elsewhere (packaging, tests).
 PREFIX  ?= /usr/local
@@ -41,6 +41,9 @@ vet: ## go vet and gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 lint: vet ## alias of vet (golangci-lint is not available offline)
+
+vectors: ## regenerate the signature test vectors (internal/vectors/testdata/vectors.json)
+	$(GO) generate ./internal/vectors
 
 fuzz-ci: ## run every fuzz target briefly (FUZZTIME_CI each)
 	@./scripts/fuzz.sh $(FUZZTIME_CI)

@@ -3,13 +3,13 @@ package receiver_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,51 +17,34 @@ import (
 
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/signature"
+	"github.com/hookwarden/hookwarden/internal/vectors"
 	"github.com/hookwarden/hookwarden/receiver"
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-type vector struct {
-	Provider   string            `json:"provider"`
-	Case       string            `json:"case"`
-	Secret     json.RawMessage   `json:"secret"`
-	Timestamp  *int64            `json:"timestamp"`
-	Now        *int64            `json:"now"`
-	ToleranceS *int64            `json:"tolerance_s"`
-	Headers    map[string]string `json:"headers"`
-	Body       string            `json:"body"`
-	Expected   string            `json:"expected"`
-	Reason     string            `json:"reason"`
-	URL        string            `json:"url"`
-}
+// vector is one of the repository's test vectors: the same embedded file the
+// signature package's tests read (internal/vectors).
+type vector struct{ vectors.Vector }
 
 func loadVectors(t *testing.T) []vector {
 	t.Helper()
-	// CI clones the repository with shared/ beside it.
-	b, err := os.ReadFile("../../shared/vectors/vectors.json")
+	vs, err := vectors.Load()
 	if err != nil {
-		t.Fatalf("the shared test vectors must be beside the repository: %v", err)
-	}
-	var f struct{ Vectors []vector }
-	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Vectors) < 50 {
-		t.Fatalf("only %d vectors", len(f.Vectors))
+	out := make([]vector, len(vs))
+	for i, v := range vs {
+		out[i] = vector{v}
 	}
-	return f.Vectors
+	return out
 }
 
 func (v vector) secrets(t *testing.T) []string {
-	var one string
-	if json.Unmarshal(v.Secret, &one) == nil {
-		return []string{one}
+	s, err := v.Secrets()
+	if err != nil {
+		t.Fatal(err)
 	}
-	var many []string
-	if err := json.Unmarshal(v.Secret, &many); err != nil {
-		t.Fatalf("%s/%s: secret: %v", v.Provider, v.Case, err)
-	}
-	return many
+	return s
 }
 
 func openStore(t *testing.T) *sqlitestore.Store {
@@ -106,12 +89,15 @@ var quarantinedVectors = map[string]bool{
 	"sendgrid/official_sdk_vector":     true,
 }
 
-// Every shared vector through the real HTTP receiver and a real store: valid
-// ones are answered 200 and recorded, invalid ones 401 and not stored.
+// Every vector through the real HTTP receiver and a real store: valid ones
+// are answered 200 and recorded, invalid ones 401 and not stored.
 func TestVectorsThroughTheReceiver(t *testing.T) {
 	store := openStore(t)
-	for i, v := range loadVectors(t) {
+	vs := loadVectors(t)
+	ran := 0
+	for i, v := range vs {
 		t.Run(v.Provider+"/"+v.Case, func(t *testing.T) {
+			ran++
 			name := fmt.Sprintf("v%d", i)
 			p := signature.Params{Scheme: v.Provider, Secrets: v.secrets(t)}
 			switch v.Provider {
@@ -182,6 +168,10 @@ func TestVectorsThroughTheReceiver(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Every vector ran, unless a -run pattern picked some subtests.
+	if !strings.Contains(flag.Lookup("test.run").Value.String(), "/") && (ran != len(vs) || ran < vectors.Min) {
+		t.Errorf("ran %d of %d vectors (want all, and at least %d)", ran, len(vs), vectors.Min)
 	}
 }
 
