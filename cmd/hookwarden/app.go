@@ -74,7 +74,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		OnCommit: a.Metrics.Commit,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("database.path %s: %w", a.cfg.Database.Path, err)
 	}
 	a.Metrics.RegisterOutbox(a.Store, dests)
 	var srcNames []string

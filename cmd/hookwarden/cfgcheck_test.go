@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runBinIn runs the real binary in dir and returns its exit code and output.
+func runBinIn(t *testing.T, dir string, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String()
+}
+
+// TestCheckAndServeReportEveryProblemInOnePass: a file with several
+// mistakes, each of which serve would stop on, gets all of them from one
+// run of check, and serve refuses it with exit 2 naming each key path.
+func TestCheckAndServeReportEveryProblemInOnePass(t *testing.T) {
+	if _, err := os.Stat("/proc/self"); err != nil {
+		t.Skip("needs /proc, a directory nobody can write in, even root")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: "127.0.0.1:90900"
+admin: { listen: "127.0.0.1:8081:1" }
+database: { path: "/proc/hookwarden-test/hw.db" }
+sources:
+  - name: std
+    scheme: standard
+    secrets: ["env:HW_TEST_UNSET_SECRET"]
+    destinations:
+      - name: app
+        url: "http://127.0.0.1:3000/"
+        signing_secret: "env:HW_TEST_UNSET_SECRET"
+        timeout: 10
+        max_attempts: ten
+      - name: two
+        url: "http://127.0.0.1:3000/"
+        concurrency: many
+`), 0o600)
+	want := []string{
+		`listen: "127.0.0.1:90900": port "90900" is not a number from 0 to 65535`,
+		`admin.listen: "127.0.0.1:8081:1" is not host:port`,
+		`database.path: /proc/hookwarden-test/hw.db: directory /proc is not writable`,
+		`sources[0].destinations[0].timeout: duration 10 has no unit`,
+		`sources[0].destinations[0].max_attempts: "ten": want a whole number`,
+		`sources[0].destinations[1].concurrency: "many": want a whole number`,
+		`sources[0].secrets[0]: secret env:HW_TEST_UNSET_SECRET: environment variable HW_TEST_UNSET_SECRET is not set ` +
+			`(also used at sources[0].destinations[0].signing_secret)`,
+	}
+	for _, cmd := range []string{"check", "serve"} {
+		code, out := runBinIn(t, dir, nil, cmd, "--config", cfg)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2 (a configuration error)\n%s", cmd, code, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s output lacks %q:\n%s", cmd, w, out)
+			}
+		}
+		// One missing secret is one problem, reported once.
+		if n := strings.Count(out, "HW_TEST_UNSET_SECRET is not set"); n != 1 {
+			t.Errorf("%s reports the missing secret %d times, want once:\n%s", cmd, n, out)
+		}
+	}
+}
+
+// A database whose directory is a file cannot be created; check says so
+// under database.path (the read-only case needs a non-root user, above
+// /proc stands in for it).
+func TestCheckDatabaseUnderAFile(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "plain"), []byte("x"), 0o600)
+	p := writeConfig(t, fmt.Sprintf(`
+database: { path: %q }
+sources:
+  - name: std
+    scheme: standard
+    secrets: [%q]
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+`, filepath.Join(dir, "plain", "sub", "hw.db"), testSecret))
+	code, out, _ := runMain(t, "check", "--config", p)
+	if code != 2 || !strings.Contains(out, "database.path: ") || !strings.Contains(out, "is not a directory") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if os.Geteuid() != 0 {
+		ro := filepath.Join(dir, "ro")
+		os.Mkdir(ro, 0o555)
+		p = writeConfig(t, fmt.Sprintf(`
+database: { path: %q }
+sources:
+  - name: std
+    scheme: standard
+    secrets: [%q]
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+`, filepath.Join(ro, "hw.db"), testSecret))
+		code, out, _ = runMain(t, "check", "--config", p)
+		if code != 2 || !strings.Contains(out, "database.path: ") || !strings.Contains(out, "not writable") {
+			t.Fatalf("read-only directory: exit %d:\n%s", code, out)
+		}
+	}
+}
+
+func TestCredentialsDirectoryUnsetIsNamed(t *testing.T) {
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	p := writeConfig(t, `
+sources:
+  - name: std
+    scheme: standard
+    secrets: ["file:${CREDENTIALS_DIRECTORY}/std"]
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+`)
+	code, out, _ := runMain(t, "check", "--config", p)
+	if code != 2 || !strings.Contains(out, "environment variable CREDENTIALS_DIRECTORY is not set") ||
+		strings.Contains(out, "open /std") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestRelativePathsFollowTheConfigFile: a configuration in a subdirectory
+// with a relative database.path and a relative file: secret, used from the
+// parent directory: serve, events and backup all use the database next to
+// the file, and nothing is created in the current directory.
+func TestRelativePathsFollowTheConfigFile(t *testing.T) {
+	parent := t.TempDir()
+	sub := filepath.Join(parent, "stripe")
+	os.Mkdir(sub, 0o700)
+	os.WriteFile(filepath.Join(sub, "std.secret"), []byte(testSecret+"\n"), 0o600)
+	hook, adm := freeAddr(t), freeAddr(t)
+	os.WriteFile(filepath.Join(sub, "config.yaml"), []byte(fmt.Sprintf(`
+listen: %q
+admin: { listen: %q }
+database: { path: "./data/hw.db" }
+log: { level: warn }
+sources:
+  - name: std
+    scheme: standard
+    secrets: ["file:std.secret"]
+`, hook, adm)), 0o600)
+	cfg := filepath.Join("stripe", "config.yaml") // relative to parent, as a user types it
+
+	serve := exec.Command(binPath, "serve", "--config", cfg)
+	serve.Dir = parent
+	var logs bytes.Buffer
+	serve.Stdout, serve.Stderr = &logs, &logs
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
+	eventually(t, "serve to be ready", func() bool {
+		resp, err := http.Get("http://" + adm + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if got := do(t, signed(t, "http://"+hook+"/hooks/std", "msg_relpath", []byte(`{"type":"t"}`), time.Now(), testSecret)); got.Status != "accepted" {
+		t.Fatalf("post signed with the file secret: %+v\n%s", got, logs.String())
+	}
+	_ = serve.Process.Signal(syscall.SIGTERM)
+	_ = serve.Wait()
+
+	if _, err := os.Stat(filepath.Join(sub, "data", "hw.db")); err != nil {
+		t.Fatalf("database not next to the configuration: %v\n%s", err, logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(parent, "data")); err == nil {
+		t.Fatal("a ./data directory was created in the current directory")
+	}
+	code, out := runBinIn(t, parent, nil, "events", "list", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "msg_relpath") {
+		t.Fatalf("events list from the parent: exit %d\n%s", code, out)
+	}
+	code, out = runBinIn(t, parent, nil, "backup", "--config", cfg, "copy.db")
+	if code != 0 {
+		t.Fatalf("backup from the parent: exit %d\n%s", code, out)
+	}
+	// The backup FILE argument and --db are typed paths: relative to the cwd.
+	code, out = runBinIn(t, parent, nil, "events", "list", "--db", "copy.db")
+	if code != 0 || !strings.Contains(out, "msg_relpath") {
+		t.Fatalf("events list --db copy.db: exit %d\n%s", code, out)
+	}
+}
