@@ -200,3 +200,40 @@ sources:
 		t.Fatalf("events list --db copy.db: exit %d\n%s", code, out)
 	}
 }
+
+// TestShortAdminTokenRefusedOffLoopback: an admin listener on every
+// interface needs a token of at least 32 characters; check says so under
+// admin.token and serve refuses to start (exit 2). On loopback a short
+// token stays allowed.
+func TestShortAdminTokenRefusedOffLoopback(t *testing.T) {
+	dir := t.TempDir()
+	doc := func(listen, token string) string {
+		p := filepath.Join(dir, "config.yaml")
+		os.WriteFile(p, []byte(fmt.Sprintf(`
+listen: "127.0.0.1:0"
+admin: { listen: %q, token: %q }
+database: { path: %q }
+sources:
+  - name: std
+    scheme: standard
+    secrets: [%q]
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+`, listen, token, filepath.Join(dir, "hw.db"), testSecret)), 0o600)
+		return p
+	}
+	for _, listen := range []string{"0.0.0.0:0", ":0"} {
+		p := doc(listen, "x")
+		for _, cmd := range []string{"check", "serve"} {
+			code, out := runBinIn(t, dir, nil, cmd, "--config", p)
+			if code != 2 || !strings.Contains(out, "admin.token: too short (1 characters): at least 32") {
+				t.Errorf("%s with admin.listen %s and a 1-character token: exit %d, want 2 naming admin.token\n%s", cmd, listen, code, out)
+			}
+		}
+	}
+	if code, out := runBinIn(t, dir, nil, "check", "--config", doc("0.0.0.0:0", strings.Repeat("k", 32))); code != 0 {
+		t.Errorf("a 32-character token off loopback: exit %d\n%s", code, out)
+	}
+	if code, out := runBinIn(t, dir, nil, "check", "--config", doc("127.0.0.1:0", "x")); code != 0 {
+		t.Errorf("a short token on loopback: exit %d\n%s", code, out)
+	}
+}

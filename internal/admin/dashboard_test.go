@@ -97,6 +97,7 @@ func setupDashboard(t *testing.T, token string) *dashFixture {
 		CountingSince: time.Now().Add(-2 * time.Hour),
 		Authorized:    adm.Authorized,
 		TokenSet:      token != "",
+		Sessions:      adm,
 		Logger:        log,
 	})
 	if err != nil {
