@@ -34,15 +34,13 @@ func runBinIn(t *testing.T, dir string, env []string, args ...string) (int, stri
 // mistakes, each of which serve would stop on, gets all of them from one
 // run of check, and serve refuses it with exit 2 naming each key path.
 func TestCheckAndServeReportEveryProblemInOnePass(t *testing.T) {
-	if _, err := os.Stat("/proc/self"); err != nil {
-		t.Skip("needs /proc, a directory nobody can write in, even root")
-	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(filepath.Join(dir, "plain"), []byte("a file, not a directory"), 0o600)
 	os.WriteFile(cfg, []byte(`
 listen: "127.0.0.1:90900"
 admin: { listen: "127.0.0.1:8081:1" }
-database: { path: "/proc/hookwarden-test/hw.db" }
+database: { path: "plain/hw.db" }
 sources:
   - name: std
     scheme: standard
@@ -60,7 +58,7 @@ sources:
 	want := []string{
 		`listen: "127.0.0.1:90900": port "90900" is not a number from 0 to 65535`,
 		`admin.listen: "127.0.0.1:8081:1" is not host:port`,
-		`database.path: /proc/hookwarden-test/hw.db: directory /proc is not writable`,
+		`database.path: ` + filepath.Join(dir, "plain", "hw.db") + `: ` + filepath.Join(dir, "plain") + ` is not a directory`,
 		`sources[0].destinations[0].timeout: duration 10 has no unit`,
 		`sources[0].destinations[0].max_attempts: "ten": want a whole number`,
 		`sources[0].destinations[1].concurrency: "many": want a whole number`,
@@ -84,38 +82,44 @@ sources:
 	}
 }
 
-// A database whose directory is a file cannot be created; check says so
-// under database.path (the read-only case needs a non-root user, above
-// /proc stands in for it).
-func TestCheckDatabaseUnderAFile(t *testing.T) {
+// TestReadOnlyDatabaseDirectory: a database in a directory the service
+// cannot write passes neither check nor serve (exit 2, naming
+// database.path), where serve used to fail later with "unable to open
+// database file (14)". Run as nobody when the tests run as root, whom
+// permissions do not stop.
+func TestReadOnlyDatabaseDirectory(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "plain"), []byte("x"), 0o600)
-	p := writeConfig(t, fmt.Sprintf(`
-database: { path: %q }
+	ro := filepath.Join(dir, "ro")
+	os.Mkdir(ro, 0o555)
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+listen: "127.0.0.1:0"
+admin: { listen: "127.0.0.1:0" }
+database: { path: ro/hw.db }
 sources:
   - name: std
     scheme: standard
     secrets: [%q]
     destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
-`, filepath.Join(dir, "plain", "sub", "hw.db"), testSecret))
-	code, out, _ := runMain(t, "check", "--config", p)
-	if code != 2 || !strings.Contains(out, "database.path: ") || !strings.Contains(out, "is not a directory") {
-		t.Fatalf("exit %d:\n%s", code, out)
+`, testSecret)), 0o644)
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+		// nobody must reach the binary and the file.
+		for _, d := range []string{filepath.Dir(binPath), dir, filepath.Dir(dir)} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Skip(err)
+			}
+		}
 	}
-	if os.Geteuid() != 0 {
-		ro := filepath.Join(dir, "ro")
-		os.Mkdir(ro, 0o555)
-		p = writeConfig(t, fmt.Sprintf(`
-database: { path: %q }
-sources:
-  - name: std
-    scheme: standard
-    secrets: [%q]
-    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
-`, filepath.Join(ro, "hw.db"), testSecret))
-		code, out, _ = runMain(t, "check", "--config", p)
-		if code != 2 || !strings.Contains(out, "database.path: ") || !strings.Contains(out, "not writable") {
-			t.Fatalf("read-only directory: exit %d:\n%s", code, out)
+	for _, sub := range []string{"check", "serve"} {
+		cmd := exec.Command(binPath, sub, "--config", cfg)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.CombinedOutput()
+		ee, _ := err.(*exec.ExitError)
+		if ee == nil || ee.ExitCode() != 2 ||
+			!strings.Contains(string(out), "database.path: "+filepath.Join(ro, "hw.db")+": directory "+ro+" is not writable") {
+			t.Errorf("%s: %v, want exit 2 naming database.path:\n%s", sub, err, out)
 		}
 	}
 }

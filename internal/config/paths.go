@@ -129,17 +129,16 @@ func checkListen(addr string) error {
 // at path: the file must be writable if it exists, otherwise the nearest
 // existing directory above it must let us create it (serve makes missing
 // directories). SQLite also writes -wal and -shm files beside it, so the
-// directory must be writable either way. The probe file is removed at once.
+// directory must be writable either way. Nothing is written: a forensic
+// copy's directory stays as it was.
 func checkDatabase(path string) error {
 	if fi, err := os.Stat(path); err == nil {
 		if fi.IsDir() {
 			return fmt.Errorf("%s is a directory", path)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
+		if err := writable(path, false); err != nil {
 			return fmt.Errorf("the database file is not writable: %w", err)
 		}
-		f.Close()
 	} else if !missing(err) {
 		return err
 	}
@@ -161,13 +160,9 @@ func checkDatabase(path string) error {
 		}
 		dir = up
 	}
-	f, err := os.CreateTemp(dir, ".hookwarden-check-*")
-	if err != nil {
+	if err := writable(dir, true); err != nil {
 		return fmt.Errorf("directory %s is not writable: the database, its -wal and -shm files cannot be created there", dir)
 	}
-	name := f.Name()
-	f.Close()
-	os.Remove(name)
 	return nil
 }
 
