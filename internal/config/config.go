@@ -294,7 +294,7 @@ func (c *Config) Validate() []Problem {
 	}
 	checkAddr("listen", c.Listen)
 	checkAddr("admin.listen", c.Admin.Listen)
-	if c.Admin.Token == "" && !isLoopback(c.Admin.Listen) {
+	if c.Admin.Token == "" && !isLoopback(c.Admin.Listen) && checkListen(c.Admin.Listen) == nil {
 		add("admin.token", "required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
 	}
 	if c.Admin.Token != "" {
