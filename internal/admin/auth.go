@@ -93,6 +93,10 @@ func (a *auth) checkToken(r *http.Request, token string) (ok bool, retry time.Du
 	if f != nil && now.Before(f.until) {
 		return false, f.until.Sub(now)
 	}
+	if f != nil && now.Sub(f.last) > failForget {
+		delete(a.clients, key) // idle for an hour: a fresh start
+		f = nil
+	}
 	if a.tokenOK(token) {
 		delete(a.clients, key)
 		return true, 0

@@ -104,7 +104,7 @@ func TestWrongTokensAreSlowedPerClient(t *testing.T) {
 	}
 	// Each further failure doubles the wait.
 	for _, want := range []string{"2", "4", "8"} {
-		clock.Add(time.Hour) // past any wait so far
+		clock.Add(failBase << 8) // past any wait so far, within failForget
 		if code, _ := bearer(t, c, srv.URL, "guess", guesser); code != http.StatusUnauthorized {
 			t.Fatalf("guess after the wait: %d, want 401", code)
 		}
@@ -117,12 +117,27 @@ func TestWrongTokensAreSlowedPerClient(t *testing.T) {
 		t.Fatalf("login form from the held-back client: %d, want 429", code)
 	}
 	// Once the wait is over the right token works and clears the count.
-	clock.Add(time.Hour)
+	clock.Add(failBase << 8)
 	if code, _ := bearer(t, c, srv.URL, longToken, guesser); code != http.StatusOK {
 		t.Fatalf("the right token after the wait: %d, want 200", code)
 	}
+	for i := 1; i < failFree; i++ {
+		if code, _ := bearer(t, c, srv.URL, "guess", guesser); code != http.StatusUnauthorized {
+			t.Fatalf("wrong guess %d after a success: %d, want 401 (count cleared)", i, code)
+		}
+	}
+	// An hour without failures forgets the count too.
+	clock.Add(failForget + time.Second)
+	for i := 1; i < failFree; i++ {
+		if code, _ := bearer(t, c, srv.URL, "guess", guesser); code != http.StatusUnauthorized {
+			t.Fatalf("wrong guess %d an hour later: %d, want 401 (count forgotten)", i, code)
+		}
+	}
 	if code, _ := bearer(t, c, srv.URL, "guess", guesser); code != http.StatusUnauthorized {
-		t.Fatalf("a new wrong guess after a success: %d, want 401 (count cleared)", code)
+		t.Fatalf("the 5th wrong guess: %d, want 401 (the next one waits)", code)
+	}
+	if code, _ := bearer(t, c, srv.URL, "guess", guesser); code != http.StatusTooManyRequests {
+		t.Fatalf("the 6th wrong guess: %d, want 429", code)
 	}
 }
 
