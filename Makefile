@@ -95,15 +95,18 @@ install: ## install binary, systemd unit and, if absent, /etc/hookwarden/config.
 	@test -x $(BIN) || $(MAKE) build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/hookwarden
 	install -d -m 0755 $(DESTDIR)$(UNITDIR)
-	sed 's|/usr/local/bin/hookwarden|$(BINDIR)/hookwarden|' systemd/hookwarden.service > $(DESTDIR)$(UNITDIR)/hookwarden.service
+	sed -e 's|/usr/local/bin/hookwarden|$(BINDIR)/hookwarden|' -e 's|/usr/share/doc/hookwarden|$(DOCDIR)|' \
+		systemd/hookwarden.service > $(DESTDIR)$(UNITDIR)/hookwarden.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/hookwarden.service
 	install -d -m 0755 $(DESTDIR)$(CONFDIR)
 	install -d -m 0700 $(DESTDIR)$(CONFDIR)/credentials
 	@if [ -e $(DESTDIR)$(CONFDIR)/config.yaml ]; then \
 		echo "kept your $(CONFDIR)/config.yaml (the new example: $(DOCDIR)/examples/config.systemd.yaml)"; \
-	else install -m 0644 packaging/config.yaml $(DESTDIR)$(CONFDIR)/config.yaml; fi
+	else sed 's|/usr/share/doc/hookwarden|$(DOCDIR)|' packaging/config.yaml > $(DESTDIR)$(CONFDIR)/config.yaml; \
+		chmod 0644 $(DESTDIR)$(CONFDIR)/config.yaml; fi
 	install -D -m 0644 config.example.yaml $(DESTDIR)$(DOCDIR)/examples/config.example.yaml
-	install -D -m 0644 packaging/config.yaml $(DESTDIR)$(DOCDIR)/examples/config.systemd.yaml
+	sed 's|/usr/share/doc/hookwarden|$(DOCDIR)|' packaging/config.yaml > $(DESTDIR)$(DOCDIR)/examples/config.systemd.yaml
+	chmod 0644 $(DESTDIR)$(DOCDIR)/examples/config.systemd.yaml
 	install -D -m 0644 docs/operations.md $(DESTDIR)$(DOCDIR)/operations.md
 	install -D -m 0644 docs/forensics.md $(DESTDIR)$(DOCDIR)/forensics.md
 	install -D -m 0644 systemd/command-destinations.conf $(DESTDIR)$(DOCDIR)/examples/command-destinations.conf

@@ -74,7 +74,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		OnCommit: a.Metrics.Commit,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("database.path %s: %w", a.cfg.Database.Path, err)
 	}
 	a.Metrics.RegisterOutbox(a.Store, dests)
 	var srcNames []string
@@ -131,10 +131,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 		}
 	}
 	adm := admin.New(admin.Options{
-		Token:   token,
-		Ready:   a.ready,
-		Metrics: promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}),
-		Logger:  a.log,
+		Token:          token,
+		Ready:          a.ready,
+		Metrics:        promhttp.HandlerFor(a.Metrics.Registry, promhttp.HandlerOpts{}),
+		Logger:         a.log,
+		TrustedProxies: proxies, // the client that wrong tokens count against
 	})
 	admin.NewAPI(a.apiOptions()).Register(adm.Router()) // opsapi.go: /api/*
 	// dashboard.go: GET /, the login form and the Replay button.

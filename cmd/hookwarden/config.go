@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -39,19 +40,28 @@ func findConfig(flag string) (string, error) {
 		"(start from config.example.yaml; `make run` uses a built-in demo)", strings.Join(configSearch, " or "))
 }
 
-// loadConfigFile reads and validates the file at path.
+// loadConfigFile reads and validates the file at path. Relative paths in it
+// (database.path, file: secrets, tls) are taken from the file's directory,
+// so a command run from elsewhere finds the same database.
 func loadConfigFile(path string) (*config.Config, []config.Problem, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, usageErrorf("read configuration: %v", err)
 	}
-	return loadConfig(b, path)
+	return loadConfigIn(b, path, filepath.Dir(path))
 }
 
-// loadConfig decodes YAML, applies environment overrides and defaults, and
-// returns every problem found (warnings included). err is set only when the
-// document cannot be read at all; callers decide what problems mean.
+// loadConfig is loadConfigIn with relative paths left relative to the
+// current directory (the built-in demo, tests of a document).
 func loadConfig(doc []byte, name string) (*config.Config, []config.Problem, error) {
+	return loadConfigIn(doc, name, "")
+}
+
+// loadConfigIn decodes YAML, applies environment overrides and defaults,
+// resolves relative paths against dir (unless empty), and returns every
+// problem found (warnings included). err is set only when the document
+// cannot be read at all; callers decide what problems mean.
+func loadConfigIn(doc []byte, name, dir string) (*config.Config, []config.Problem, error) {
 	var raw map[string]any
 	if err := yaml.Unmarshal(doc, &raw); err != nil {
 		return nil, nil, usageErrorf("%s: not valid YAML: %v", name, err)
@@ -80,6 +90,9 @@ func loadConfig(doc []byte, name string) (*config.Config, []config.Problem, erro
 	}
 	restoreEnvCase(&cfg, raw)
 	cfg.ApplyDefaults()
+	if dir != "" {
+		cfg.ResolvePaths(dir)
+	}
 	problems = append(problems, cfg.Validate()...)
 	return &cfg, problems, nil
 }
@@ -99,26 +112,57 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
-// decodeProblems turns mapstructure's joined errors into problems with paths.
+// decodeProblems turns mapstructure's errors into problems with paths. The
+// decoder keeps going after a bad field and joins what it found under one
+// wrapping error, so every leaf is walked: stopping at the first DecodeError
+// would report one problem per run.
 func decodeProblems(err error) []config.Problem {
 	var ps []config.Problem
-	var de *mapstructure.DecodeError
 	var walk func(error)
 	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
+		if de, ok := e.(*mapstructure.DecodeError); ok {
+			if _, joined := de.Unwrap().(interface{ Unwrap() []error }); !joined {
+				ps = append(ps, config.Problem{Path: de.Name(), Message: decodeMessage(de.Unwrap())})
+				return
 			}
-			return
 		}
-		if errors.As(e, &de) {
-			ps = append(ps, config.Problem{Path: de.Name(), Message: de.Unwrap().Error()})
-			return
+		switch x := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, y := range x.Unwrap() {
+				walk(y)
+			}
+		case interface{ Unwrap() error }:
+			if inner := x.Unwrap(); inner != nil {
+				walk(inner)
+				return
+			}
+			ps = append(ps, config.Problem{Path: "(document)", Message: e.Error()})
+		default:
+			ps = append(ps, config.Problem{Path: "(document)", Message: e.Error()})
 		}
-		ps = append(ps, config.Problem{Path: "(document)", Message: e.Error()})
 	}
 	walk(err)
 	return ps
+}
+
+// decodeMessage says what was wrong with a value in words a YAML author
+// uses, with the value itself: "ten" is not a whole number.
+func decodeMessage(err error) string {
+	var pe *mapstructure.ParseError
+	if errors.As(err, &pe) && pe.Expected.IsValid() {
+		want := pe.Expected.Type().String()
+		switch pe.Expected.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			want = "a whole number"
+		case reflect.Float32, reflect.Float64:
+			want = "a number"
+		case reflect.Bool:
+			want = "true or false"
+		}
+		return fmt.Sprintf("%q: want %s", fmt.Sprint(pe.Value), want)
+	}
+	return err.Error()
 }
 
 // scalarKeys lists the dotted paths of every non-list key, for env binding.

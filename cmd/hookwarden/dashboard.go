@@ -10,7 +10,7 @@ import (
 // configuration per request (so a reload shows at once), the counts of
 // refused requests from the metrics, and replays through the store.
 func (a *App) newDashboard(adm *admin.Admin, tokenSet bool) (*admin.Dashboard, error) {
-	o := admin.DashboardOptions{Store: a.Store, Authorized: adm.Authorized, TokenSet: tokenSet}
+	o := admin.DashboardOptions{Store: a.Store, Authorized: adm.Authorized, TokenSet: tokenSet, Sessions: adm}
 	o.Sources = func() []admin.DashboardSource {
 		cfg := a.currentConfig()
 		out := make([]admin.DashboardSource, len(cfg.Sources))

@@ -32,11 +32,20 @@ const (
 )
 
 // demoSecret returns the demo source's secret, generated on first use and
-// kept next to the database so restarts and `sign --demo` agree.
-func demoSecret(dbPath string) (string, error) {
+// kept next to the database so restarts and `sign --demo` agree. Only serve
+// creates it (create): `sign --demo` signing with a fresh secret would
+// only get 401 from the running demo.
+func demoSecret(dbPath string, create bool) (string, error) {
 	path := filepath.Join(filepath.Dir(dbPath), demoSecretFile)
 	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
 		return string(b), nil
+	}
+	if !create {
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		return "", usageErrorf("sign --demo: no demo secret at %s: run this from the directory where `make run` "+
+			"(serve --demo) runs, or pass the demo's database with --db DIR/hookwarden.db", path)
 	}
 	key := make([]byte, 24)
 	if _, err := rand.Read(key); err != nil {
@@ -52,13 +61,14 @@ func demoSecret(dbPath string) (string, error) {
 	return secret, nil
 }
 
-// demoConfigLoaded returns the demo configuration with its secret in place.
-func demoConfigLoaded(g *globals) (*config.Config, string, error) {
+// demoConfigLoaded returns the demo configuration with its secret in place;
+// create makes the secret when there is none yet (serve only).
+func demoConfigLoaded(g *globals, create bool) (*config.Config, string, error) {
 	dbPath := config.DefaultDatabasePath
 	if g.dbPath != "" {
 		dbPath = g.dbPath
 	}
-	secret, err := demoSecret(dbPath)
+	secret, err := demoSecret(dbPath, create)
 	if err != nil {
 		return nil, "", err
 	}
@@ -75,7 +85,7 @@ func demoConfigLoaded(g *globals) (*config.Config, string, error) {
 }
 
 func startDemo(ctx context.Context, g *globals) (*config.Config, *demoSink, error) {
-	cfg, secret, err := demoConfigLoaded(g)
+	cfg, secret, err := demoConfigLoaded(g, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -87,6 +97,13 @@ func startDemo(ctx context.Context, g *globals) (*config.Config, *demoSink, erro
 }
 
 func printDemoBanner(w io.Writer, app *App, sink *demoSink) {
+	demoBanner(w, app.HookAddr(), app.AdminAddr(), app.Store.Path(), sink.addr)
+}
+
+// demoBanner says what runs where, and the commands to try, with the
+// database named by --db: read commands run from another directory, or
+// without the demo's configuration, find nothing otherwise.
+func demoBanner(w io.Writer, hook, adminAddr, db, sinkAddr string) {
 	fmt.Fprintf(w, `
 Hookwarden demo is running.
   receiver   http://%s/hooks/demo    (Standard Webhooks, secret in %s)
@@ -94,13 +111,14 @@ Hookwarden demo is running.
   database   %s
   demo app   http://%s/events  (prints every delivery below)
 
-Send a signed event from another terminal:
+Send a signed event from another terminal, in this directory:
   ./bin/hookwarden sign --demo --send http://%s/hooks/demo
 Send it twice (same id) and it is acknowledged as a duplicate, delivered once.
+Look at what was recorded:
+  ./bin/hookwarden events list --db %s
 Stop with Ctrl-C.
 
-`, app.HookAddr(), filepath.Join(filepath.Dir(app.Store.Path()), demoSecretFile), app.AdminAddr(),
-		app.Store.Path(), sink.addr, app.HookAddr())
+`, hook, filepath.Join(filepath.Dir(db), demoSecretFile), adminAddr, db, sinkAddr, hook, db)
 }
 
 // demoSink is the demo's "your app": it verifies Hookwarden's Standard

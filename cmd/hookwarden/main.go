@@ -54,6 +54,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// --version prints what `version` prints; the line holds no template braces.
+	root.Version = versionString()
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -57,6 +59,40 @@ func TestUnitFileContract(t *testing.T) {
 	} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("systemd/hookwarden.service lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
+
+// TestInstallPointsAtItsDocs: what `make install` writes names the doc
+// paths where it put the docs (PREFIX/share/doc/hookwarden), not the .deb's
+// /usr/share/doc, and every such path exists in the staged tree.
+func TestInstallPointsAtItsDocs(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	dest := t.TempDir()
+	cmd := exec.Command("make", "-s", "install", "DESTDIR="+dest, "BIN="+binPath, "UNITDIR=/etc/systemd/system")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	docRE := regexp.MustCompile(`/[a-z/]*share/doc/hookwarden[A-Za-z0-9_./-]*`)
+	for _, f := range []string{"/etc/hookwarden/config.yaml", "/etc/systemd/system/hookwarden.service",
+		"/usr/local/share/doc/hookwarden/examples/config.systemd.yaml"} {
+		b, err := os.ReadFile(filepath.Join(dest, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs := docRE.FindAllString(string(b), -1)
+		if len(refs) == 0 && !strings.HasSuffix(f, ".service") {
+			t.Errorf("%s names no doc path", f)
+		}
+		for _, ref := range refs {
+			if !strings.HasPrefix(ref, "/usr/local/share/doc/hookwarden") {
+				t.Errorf("%s points at %s, not where make install put the docs", f, ref)
+			} else if _, err := os.Stat(filepath.Join(dest, strings.TrimSuffix(ref, "."))); err != nil {
+				t.Errorf("%s points at %s, which make install did not write", f, ref)
+			}
 		}
 	}
 }

@@ -83,7 +83,7 @@ func newServeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&demo, "demo", false, "serve a built-in demo configuration (what `make run` does)")
+	cmd.Flags().BoolVar(&demo, "demo", false, "serve a built-in demo configuration, as make run does")
 	return cmd
 }
 
@@ -114,7 +114,7 @@ func (g *globals) config() (*config.Config, error) {
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationSeconds}
 	format := c.Format
 	if format == "" {
 		format = "json"
@@ -126,6 +126,16 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationSeconds logs durations as seconds (a float), as slog users and
+// log processors expect; slog's JSON handler would write nanoseconds and
+// its text handler "1m30s".
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.Float64Value(a.Value.Duration().Seconds())
+	}
+	return a
 }
 
 func isTerminal(f *os.File) bool {

@@ -31,7 +31,7 @@ func newSignCmd(g *globals) *cobra.Command {
 			var cfg *config.Config
 			var err error
 			if demo {
-				cfg, _, err = demoConfigLoaded(g)
+				cfg, _, err = demoConfigLoaded(g, false)
 				source = "demo"
 			} else {
 				cfg, err = g.config()

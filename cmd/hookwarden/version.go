@@ -39,9 +39,14 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Short: "Print version and build information",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintf(g.stdout, "hookwarden %s (%s, %s/%s, schema %d)\n",
-				versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH, sqlitestore.SchemaVersion())
+			fmt.Fprintln(g.stdout, versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what `version` and `--version` print.
+func versionLine() string {
+	return fmt.Sprintf("hookwarden %s (%s, %s/%s, schema %d)",
+		versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH, sqlitestore.SchemaVersion())
 }

@@ -5,14 +5,12 @@ package admin
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,11 +26,19 @@ type Options struct {
 	// Metrics serves /metrics.
 	Metrics http.Handler
 	Logger  *slog.Logger
+	// TrustedProxies are reverse proxies whose X-Forwarded-For names the
+	// client that wrong tokens are counted against (trusted_proxies).
+	TrustedProxies []netip.Prefix
+	// SessionTTL is how long a dashboard login lasts (default SessionTTL).
+	SessionTTL time.Duration
+	// Now is the clock of sessions and failure delays (tests set it).
+	Now func() time.Time
 }
 
 // Admin is the admin HTTP handler. Other parts register routes on Router.
 type Admin struct {
 	opts   Options
+	auth   *auth
 	router *mux.Router
 	authed *mux.Router
 }
@@ -42,7 +48,7 @@ func New(opts Options) *Admin {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &Admin{opts: opts, router: mux.NewRouter()}
+	a := &Admin{opts: opts, auth: newAuth(opts), router: mux.NewRouter()}
 	a.router.HandleFunc("/healthz", a.healthz).Methods(http.MethodGet, http.MethodHead)
 	a.router.HandleFunc("/readyz", a.readyz).Methods(http.MethodGet, http.MethodHead)
 	a.authed = a.router.PathPrefix("/").Subrouter()
@@ -76,8 +82,9 @@ func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// requireToken checks the bearer token (or the dashboard's session cookie,
-// which carries the same token) in constant time.
+// requireToken lets through a request with the token (bearer header) or a
+// live dashboard session (cookie). A client that failed too often gets 429
+// with Retry-After, and its token is not even compared.
 func (a *Admin) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.opts.Token == "" {
@@ -92,8 +99,13 @@ func (a *Admin) requireToken(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if a.Authorized(r) {
+		ok, retry := a.authenticate(r)
+		if ok {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if retry > 0 {
+			TooManyAttempts(w, retry)
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hookwarden"`)
@@ -101,31 +113,60 @@ func (a *Admin) requireToken(next http.Handler) http.Handler {
 	})
 }
 
+// TooManyAttempts answers a client held back after wrong tokens.
+func TooManyAttempts(w http.ResponseWriter, retry time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(RetrySeconds(retry)))
+	WriteJSON(w, http.StatusTooManyRequests, map[string]string{"status": "too_many_attempts",
+		"error": "too many wrong admin tokens from this address; wait Retry-After seconds"})
+}
+
+// RetrySeconds rounds a wait up to whole seconds, at least 1.
+func RetrySeconds(d time.Duration) int { return max(1, int((d+time.Second-1)/time.Second)) }
+
 // CookieName is the dashboard's session cookie.
 const CookieName = "hookwarden_token"
 
-// Authorized reports whether r carries the admin token.
+// Authorized reports whether r carries the admin token or a live session.
+// A bearer token counts against the client's failures like a login.
 func (a *Admin) Authorized(r *http.Request) bool {
-	if a.opts.Token == "" {
-		return true
-	}
-	got := ""
-	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		got = strings.TrimPrefix(h, "Bearer ")
-	} else if c, err := r.Cookie(CookieName); err == nil {
-		// The cookie holds a value derived from the token, never the token.
-		return subtle.ConstantTimeCompare([]byte(c.Value), []byte(SessionValue(a.opts.Token))) == 1
-	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(a.opts.Token)) == 1
+	ok, _ := a.authenticate(r)
+	return ok
 }
 
-// SessionValue is what the dashboard's login cookie carries: an HMAC of the
-// admin token, so a leaked cookie does not reveal the token itself (it stops
-// working when the token changes).
-func SessionValue(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("hookwarden admin session v1"))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+func (a *Admin) authenticate(r *http.Request) (bool, time.Duration) {
+	if a.opts.Token == "" {
+		return true, 0
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		token, _ := strings.CutPrefix(h, "Bearer ")
+		return a.auth.checkToken(r, token)
+	}
+	if c, err := r.Cookie(CookieName); err == nil {
+		// A session is 256 bits of HMAC: it cannot be guessed, so a stale
+		// cookie (expired, revoked, from before a restart) is not counted
+		// as a failure; the browser is sent to the login form.
+		_, _, ok := a.auth.session(c.Value)
+		return ok, 0
+	}
+	return false, 0
+}
+
+// Login checks a token typed into the dashboard's login form. On success
+// it returns a new session value and how long it lasts; retry > 0 means the
+// client is held back after too many wrong tokens.
+func (a *Admin) Login(r *http.Request, token string) (session string, ttl, retry time.Duration, ok bool) {
+	if ok, retry = a.auth.checkToken(r, token); !ok {
+		return "", 0, retry, false
+	}
+	session, _ = a.auth.newSession()
+	return session, a.auth.ttl, 0, true
+}
+
+// Logout revokes the session r carries, if any.
+func (a *Admin) Logout(r *http.Request) {
+	if c, err := r.Cookie(CookieName); err == nil {
+		a.auth.revoke(c.Value)
+	}
 }
 
 // LocalHost reports whether a Host header names an IP address or localhost.

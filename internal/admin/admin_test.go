@@ -30,17 +30,3 @@ func TestNoTokenRefusesForeignHostNames(t *testing.T) {
 		t.Errorf("/healthz: %d", w.Code)
 	}
 }
-
-func TestSessionCookieIsNotTheToken(t *testing.T) {
-	a := New(Options{Token: "s3cret-token"})
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	req.AddCookie(&http.Cookie{Name: CookieName, Value: "s3cret-token"})
-	if a.Authorized(req) {
-		t.Fatal("the raw token as a cookie must not authorize")
-	}
-	req = httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	req.AddCookie(&http.Cookie{Name: CookieName, Value: SessionValue("s3cret-token")})
-	if !a.Authorized(req) {
-		t.Fatal("the session value must authorize")
-	}
-}

@@ -8,8 +8,9 @@ package admin
 //
 // Security:
 //   - It is behind the same token as the API. A browser logs in once with
-//     the token (POST /login); the answer sets it as an HttpOnly,
-//     SameSite=Strict cookie, which Authorized accepts like the bearer header.
+//     the token (POST /login); the answer sets a signed session (12 h, see
+//     auth.go) as an HttpOnly, SameSite=Strict cookie, which Authorized
+//     accepts like the bearer header; "log out" revokes it on the server.
 //   - Every POST (replay, login, logout) must pass net/http's
 //     CrossOriginProtection (Sec-Fetch-Site / Origin against Host) and the
 //     dashboard's own form token (an HMAC of the session under a per-process
@@ -88,6 +89,8 @@ type DashboardOptions struct {
 	// or cookie): Admin.Authorized. TokenSet says whether there is a token.
 	Authorized func(*http.Request) bool
 	TokenSet   bool
+	// Sessions logs a browser in and out (Admin); needed with TokenSet.
+	Sessions Sessions
 	// Notify wakes the workers of the destinations a replay made due.
 	Notify func(destinations ...string)
 	// Stale and MinClean are passed to Gaps (see sqlitestore.GapOptions).
@@ -98,6 +101,15 @@ type DashboardOptions struct {
 	Logger     *slog.Logger
 	Now        func() time.Time
 }
+
+// Sessions is the login side of Admin, which the login form and the log-out
+// button use.
+type Sessions interface {
+	Login(r *http.Request, token string) (session string, ttl, retry time.Duration, ok bool)
+	Logout(r *http.Request)
+}
+
+var _ Sessions = (*Admin)(nil)
 
 // Dashboard serves the HTML dashboard.
 type Dashboard struct {
@@ -130,6 +142,9 @@ func NewDashboard(o DashboardOptions) (*Dashboard, error) {
 	}
 	if o.Authorized == nil {
 		o.Authorized = func(*http.Request) bool { return !o.TokenSet }
+	}
+	if o.TokenSet && o.Sessions == nil {
+		return nil, fmt.Errorf("dashboard: a token is set but no Sessions log browsers in")
 	}
 	d := &Dashboard{o: o, key: make([]byte, 32), cross: http.NewCrossOriginProtection()}
 	if _, err := rand.Read(d.key); err != nil {
@@ -254,23 +269,25 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		if !d.checkPost(w, r) {
 			return
 		}
-		token := r.PostForm.Get("token")
-		probe := &http.Request{Header: http.Header{"Authorization": {"Bearer " + token}}}
-		if token != "" && d.o.Authorized(probe) {
-			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: SessionValue(token), Path: "/", HttpOnly: true,
-				Secure: dashHTTPS(r), SameSite: http.SameSiteStrictMode, MaxAge: 7 * 24 * 3600})
+		session, ttl, retry, ok := d.o.Sessions.Login(r, r.PostForm.Get("token"))
+		switch {
+		case ok:
+			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: session, Path: "/", HttpOnly: true,
+				Secure: dashHTTPS(r), SameSite: http.SameSiteStrictMode, MaxAge: int(ttl / time.Second)})
 			d.o.Logger.Info("dashboard login", "remote", r.RemoteAddr)
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
+		case retry > 0:
+			// The limiter held the attempt back: the token was not compared.
+			d.o.Logger.Warn("dashboard login held back after repeated wrong tokens", "remote", r.RemoteAddr)
+			data.Error = fmt.Sprintf("Too many wrong tokens from your address: try again in %d s.", RetrySeconds(retry))
+			w.Header().Set("Retry-After", strconv.Itoa(RetrySeconds(retry)))
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			d.o.Logger.Warn("dashboard login refused", "remote", r.RemoteAddr)
+			data.Error = "That token is not the admin token."
+			w.WriteHeader(http.StatusUnauthorized)
 		}
-		d.o.Logger.Warn("dashboard login refused", "remote", r.RemoteAddr)
-		// Slow down guessing; the token is long, this only adds friction.
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-r.Context().Done():
-		}
-		data.Error = "That token is not the admin token."
-		w.WriteHeader(http.StatusUnauthorized)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -289,9 +306,14 @@ func dashHTTPS(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
+// logout revokes the session on the server, not only in this browser: a
+// copied cookie stops working too.
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 	if !d.checkPost(w, r) {
 		return
+	}
+	if d.o.Sessions != nil {
+		d.o.Sessions.Logout(r)
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true,
 		Secure: dashHTTPS(r), SameSite: http.SameSiteStrictMode, MaxAge: -1})

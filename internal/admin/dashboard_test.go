@@ -97,6 +97,7 @@ func setupDashboard(t *testing.T, token string) *dashFixture {
 		CountingSince: time.Now().Add(-2 * time.Hour),
 		Authorized:    adm.Authorized,
 		TokenSet:      token != "",
+		Sessions:      adm,
 		Logger:        log,
 	})
 	if err != nil {
@@ -292,7 +293,12 @@ func TestDashboardWithTokenNeedsLogin(t *testing.T) {
 func TestDashboardDuration(t *testing.T) {
 	// Through the page: the retention margin of -24h is printed as "-1d".
 	f := setupDashboard(t, "")
-	if _, page := f.get("/"); !strings.Contains(page, "claims retention margin -1d") {
+	_, page := f.get("/")
+	if !strings.Contains(page, "claims retention margin -1d") {
 		t.Error(`negative margin not printed as "-1d"`)
+	}
+	// The margin is explained where it is shown.
+	if !strings.Contains(page, "How much longer event ids are remembered") {
+		t.Error("the claims retention margin has no explanation on the page")
 	}
 }

@@ -288,19 +288,27 @@ func (c *Config) Validate() []Problem {
 		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...), Warning: true})
 	}
 	checkAddr := func(path, addr string) {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			add(path, "%q is not host:port", addr)
+		if err := checkListen(addr); err != nil {
+			add(path, "%v", err)
 		}
 	}
 	checkAddr("listen", c.Listen)
 	checkAddr("admin.listen", c.Admin.Listen)
-	if c.Admin.Token == "" && !isLoopback(c.Admin.Listen) {
+	if c.Admin.Token == "" && !isLoopback(c.Admin.Listen) && checkListen(c.Admin.Listen) == nil {
 		add("admin.token", "required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
 	}
 	if c.Admin.Token != "" {
-		if _, err := c.Admin.Token.Resolve(); err != nil {
+		if tok, err := c.Admin.Token.Resolve(); err != nil {
 			add("admin.token", "%v", err)
+		} else if len(tok) < MinRemoteTokenLen && !isLoopback(c.Admin.Listen) {
+			add("admin.token", "too short (%d characters): at least %d are needed when admin.listen (%s) is not a loopback address "+
+				"(e.g. openssl rand -hex 32)", len(tok), MinRemoteTokenLen, c.Admin.Listen)
 		}
+	}
+	if c.Database.Path == "" {
+		add("database.path", "empty")
+	} else if err := checkDatabase(c.Database.Path); err != nil {
+		add("database.path", "%s: %v", c.Database.Path, err)
 	}
 	if c.Limits.MaxBodyBytes < 0 {
 		add("limits.max_body_bytes", "must be positive")
@@ -328,7 +336,7 @@ func (c *Config) Validate() []Problem {
 	for i := range c.Sources {
 		c.validateSource(i, seen, add, warn)
 	}
-	return ps
+	return dedupeSecrets(ps)
 }
 
 // validateTLS checks that tls.cert and tls.key come together and load as a
@@ -338,6 +346,14 @@ func (c *Config) validateTLS(add func(string, string, ...any)) {
 		return
 	}
 	cert, key := c.TLS.Paths()
+	if _, err := expandPath(c.TLS.Cert); err != nil {
+		add("tls.cert", "%s: %v", c.TLS.Cert, err)
+		return
+	}
+	if _, err := expandPath(c.TLS.Key); err != nil {
+		add("tls.key", "%s: %v", c.TLS.Key, err)
+		return
+	}
 	switch {
 	case cert == "":
 		add("tls.cert", "required when tls.key is set")

@@ -147,3 +147,36 @@ func FuzzSecretRef(f *testing.F) {
 		}
 	})
 }
+
+func TestResolvePathsAgainstTheConfigDirectory(t *testing.T) {
+	c := Config{Database: Database{Path: "./data/hw.db"}, TLS: TLS{Cert: "tls/c.pem", Key: "/abs/k.pem"},
+		Admin:   Admin{Token: "file:tok"},
+		Sources: []Source{{Secrets: []Secret{"file:s.secret", "file:${CREDENTIALS_DIRECTORY}/x", "env:X", "literal"}}}}
+	c.ResolvePaths("/etc/hw")
+	for got, want := range map[string]string{
+		c.Database.Path:                 "/etc/hw/data/hw.db",
+		c.TLS.Cert:                      "/etc/hw/tls/c.pem",
+		c.TLS.Key:                       "/abs/k.pem",
+		string(c.Admin.Token):           "file:/etc/hw/tok",
+		string(c.Sources[0].Secrets[0]): "file:/etc/hw/s.secret",
+		string(c.Sources[0].Secrets[1]): "file:${CREDENTIALS_DIRECTORY}/x",
+		string(c.Sources[0].Secrets[2]): "env:X",
+		string(c.Sources[0].Secrets[3]): "literal",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestCheckListen(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:8080": true, ":8080": true, "[::1]:0": true, "localhost:65535": true, "0.0.0.0:0": true,
+		"127.0.0.1:90900": false, "127.0.0.1:-1": false, "127.0.0.1:http": false, "127.0.0.1": false,
+		"bad host!:80": false, "127.0.0.1:8081:1": false,
+	} {
+		if err := checkListen(addr); (err == nil) != ok {
+			t.Errorf("%q: %v, want ok=%v", addr, err, ok)
+		}
+	}
+}

@@ -95,7 +95,10 @@ func (s Secret) Resolve() (string, error) {
 		}
 		return v, nil
 	case strings.HasPrefix(ref, "file:"):
-		path := os.ExpandEnv(strings.TrimPrefix(ref, "file:"))
+		path, err := expandPath(strings.TrimPrefix(ref, "file:"))
+		if err != nil {
+			return "", fmt.Errorf("secret %s: %w", ref, err)
+		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return "", fmt.Errorf("secret %s: %w", ref, err)
