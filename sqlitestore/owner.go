@@ -24,6 +24,19 @@ import (
 // ErrInUse is returned by LockOwner when another process owns the database.
 var ErrInUse = errors.New("database in use")
 
+// InUseError is LockOwner's refusal: it names the owner.
+type InUseError struct {
+	Path, LockFile string
+	Owner          OwnerInfo
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("database %s is in use by %s (lock file %s)", e.Path, e.Owner, e.LockFile)
+}
+
+// Is makes errors.Is(err, ErrInUse) true.
+func (e *InUseError) Is(target error) bool { return target == ErrInUse }
+
 // LockPath is the owner lock file of the database at path: path + ".lock",
 // after resolving symlinks, so that two spellings of one file share a lock.
 func LockPath(path string) (string, error) {
@@ -108,7 +121,7 @@ func LockOwner(path, command string) (*OwnerLock, error) {
 		if time.Now().After(deadline) {
 			info := readOwner(lp)
 			f.Close()
-			return nil, fmt.Errorf("%w: database %s is in use by %s (lock file %s)", ErrInUse, path, info, lp)
+			return nil, &InUseError{Path: path, LockFile: lp, Owner: info}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

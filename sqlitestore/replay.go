@@ -78,6 +78,7 @@ const (
 	SkipPruned     = "payload_pruned" // retention removed the body: nothing to deliver
 	SkipInFlight   = "in_flight"      // an attempt holds the job's lease
 	SkipNotFound   = "not_found"      // no such event or job
+	SkipNoJobs     = "no_jobs"        // the event has no job (of that destination): nothing to deliver
 )
 
 // ReplaySkip is a job (or event) a replay left alone, and why.
@@ -108,7 +109,12 @@ func (k ReplaySkip) String() string {
 	case SkipInFlight:
 		return what + ": an attempt is in flight; it finishes (or is retried) on its own"
 	case SkipNotFound:
+		if k.JobID != 0 && k.EventID == "" {
+			return fmt.Sprintf("job %d: no such job", k.JobID)
+		}
 		return what + ": no such event"
+	case SkipNoJobs:
+		return what + ": it has no delivery job to replay (no destination matched it)"
 	}
 	return what + ": " + k.Reason
 }
@@ -267,9 +273,14 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 					PrunedAt: unixTime(pruned)})
 				continue
 			}
+			before := len(ids)
 			if err := add(`SELECT j.id FROM jobs j WHERE j.event_ref = ?`+destWhere+` ORDER BY j.id`,
 				append([]any{ref}, destArgs...)...); err != nil {
 				return nil, fmt.Errorf("replay: select jobs of %s/%s: %w", sel.Source, id, err)
+			}
+			if len(ids) == before {
+				res.Skipped = append(res.Skipped, ReplaySkip{Source: sel.Source, EventID: id, Destination: sel.Destination,
+					Reason: SkipNoJobs})
 			}
 		}
 	default:

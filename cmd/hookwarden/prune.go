@@ -68,12 +68,17 @@ counted and listed as kept. Works in small batches; safe while serve runs.`,
 			if err != nil {
 				return err
 			}
-			s, _, err := g.openStore(ctx, dryRun)
+			var s *sqlitestore.Store
+			if dryRun { // changes nothing: no guard, and a read-only open
+				s, _, err = g.openStore(ctx, true)
+			} else {
+				s, _, _, err = g.openWriteStore(ctx, "prune")
+			}
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			res, err := s.Prune(ctx, sqlitestore.PruneOptions{Retention: ret, DryRun: dryRun})
+			res, err := s.Prune(ctx, sqlitestore.PruneOptions{Retention: ret, DryRun: dryRun, Audit: cliAudit()})
 			if err != nil {
 				return err
 			}

@@ -52,11 +52,12 @@ within about a second.`,
 				return err
 			}
 			ctx := cmd.Context()
-			s, cfg, err := g.openStore(ctx, false)
+			s, cfg, target, err := g.openWriteStore(ctx, "replay")
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			opt.Audit = cliAudit()
 
 			bar := newProgress(g.stderr, "replay")
 			opt.Progress = func(done, total int) {
@@ -77,13 +78,16 @@ within about a second.`,
 					return err
 				}
 			} else {
-				printReplay(g, res, cfg != nil, destinationSet(cfg))
+				printReplay(g, res, target, cfg != nil, destinationSet(cfg))
 			}
-			if len(res.Skipped) > 0 {
-				return fmt.Errorf("replay: %s not replayed", plural(len(res.Skipped), "job or event", "jobs or events"))
-			}
-			if res.Selected == 0 {
+			switch {
+			case res.Replayed == 0 && len(res.Skipped) == 0:
 				return errors.New("replay: nothing matched")
+			case res.Replayed == 0:
+				return fmt.Errorf("replay: nothing replayed (%s left as they were)",
+					plural(len(res.Skipped), "job or event", "jobs or events"))
+			case len(res.Skipped) > 0:
+				return fmt.Errorf("replay: %s not replayed", plural(len(res.Skipped), "job or event", "jobs or events"))
 			}
 			return nil
 		},
@@ -110,12 +114,20 @@ func destinationSet(cfg *config.Config) map[string]bool {
 	return set
 }
 
-func printReplay(g *globals, res sqlitestore.ReplayResult, haveConfig bool, configured map[string]bool) {
+// printReplay says what a replay did, and only that: what was not replayed
+// and why on stderr, the success line only when a job was reset.
+func printReplay(g *globals, res sqlitestore.ReplayResult, target writeTarget, haveConfig bool, configured map[string]bool) {
 	for _, k := range res.Skipped {
 		fmt.Fprintln(g.stderr, "not replayed:", k)
 	}
-	fmt.Fprintf(g.stdout, "replayed %d of %s: due now, same Idempotency-Key; a running serve delivers them within a second or two\n",
-		res.Replayed, plural(res.Selected, "job", "jobs"))
+	if res.Replayed == 0 {
+		if res.Selected > 0 || len(res.Skipped) > 0 {
+			fmt.Fprintf(g.stdout, "replayed nothing (0 of %s): nothing changed\n", plural(res.Selected, "job", "jobs"))
+		}
+		return
+	}
+	fmt.Fprintf(g.stdout, "replayed %d of %s: due now, same Idempotency-Key; %s\n",
+		res.Replayed, plural(res.Selected, "job", "jobs"), target.deliveryNote())
 	if haveConfig {
 		for _, d := range res.Destinations {
 			if !configured[d] {

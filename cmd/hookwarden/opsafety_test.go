@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/sqlitestore"
+)
+
+// runsIn counts the runs recorded in a database file, read-only.
+func runsIn(t *testing.T, db string) int {
+	t.Helper()
+	s, err := sqlitestore.Open(context.Background(), db, sqlitestore.Options{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var n int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM runs`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// runServe runs `serve --config cfg` to its end (it must fail on its own).
+func runServe(t *testing.T, cfg string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "serve", "--config", cfg)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &errb, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("serve did not refuse: it was still running after 30s\n%s", errb.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, errb.String()
+}
+
+// TestSecondServeRefused: two real processes on one file. The second exits
+// 1 naming the first (its pid), records no run and runs no worker; after a
+// kill -9 of the first the stale lock file does not block a restart.
+func TestSecondServeRefused(t *testing.T) {
+	app := newSink(t)
+	first := newChild(t, app.URL)
+	first.start()
+	defer first.stop()
+
+	// Same file, other ports: only the lock can stop it.
+	second := filepath.Join(t.TempDir(), "config.yaml")
+	doc, err := os.ReadFile(first.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc = bytes.ReplaceAll(doc, []byte(first.hook), []byte(freeAddr(t)))
+	doc = bytes.ReplaceAll(doc, []byte(first.adm), []byte(freeAddr(t)))
+	if err := os.WriteFile(second, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runServe(t, second)
+	want := fmt.Sprintf("is in use by hookwarden serve (pid %d)", first.cmd.Process.Pid)
+	if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, first.db()) {
+		t.Fatalf("second serve: exit %d, output:\n%s\nwant exit 1 and %q", code, out, want)
+	}
+	if n := runsIn(t, first.db()); n != 1 {
+		t.Fatalf("%d runs recorded, want only the first serve's", n)
+	}
+
+	first.kill9()
+	if _, err := os.Stat(first.db() + ".lock"); err != nil {
+		t.Fatalf("lock file of the killed serve: %v (the test needs it stale, not gone)", err)
+	}
+	first.start() // the stale lock of a dead process does not block
+	if n := runsIn(t, first.db()); n != 2 {
+		t.Fatalf("%d runs after the restart, want 2", n)
+	}
+}
+
+// TestServeBindFailureRecordsNoRun: a serve whose port is taken never ran,
+// so it records no run and gaps shows no crash.
+func TestServeBindFailureRecordsNoRun(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	c := newChild(t, "http://127.0.0.1:9/")
+	doc, _ := os.ReadFile(c.cfg)
+	doc = bytes.ReplaceAll(doc, []byte(c.hook), []byte(taken.Addr().String()))
+	if err := os.WriteFile(c.cfg, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runServe(t, c.cfg)
+	if code == 0 || !strings.Contains(out, "address already in use") {
+		t.Fatalf("serve on a taken port: exit %d\n%s", code, out)
+	}
+	if n := runsIn(t, c.db()); n != 0 {
+		t.Fatalf("%d runs recorded by a serve that never listened", n)
+	}
+	code, gout, gerr := runMain(t, "gaps", "--db", c.db(), "--json")
+	if code != 0 || strings.Contains(gout, "outage") {
+		t.Fatalf("gaps after a failed start: exit %d\n%s%s", code, gout, gerr)
+	}
+	// The lock went with the failed process: a good start works.
+	if err := taken.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.hook = taken.Addr().String()
+	c.start()
+	c.stop()
+	if n := runsIn(t, c.db()); n != 1 {
+		t.Fatalf("%d runs after a good start, want 1", n)
+	}
+}
+
+func fileSum(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path) // a copy no SQLite in this process has open
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// TestWritingCommandsRefuseForensicCopy: replay and prune refuse --db on a
+// file no serve owns (exit 2, naming --write) and leave it byte for byte as
+// it was; with --write they change it and say no serve delivers; on the
+// live file they name the serve that does. Every change is in the audit
+// log, shown by events show.
+func TestWritingCommandsRefuseForensicCopy(t *testing.T) {
+	app := newSink(t, 422)
+	a := startApp(t, app.URL, "")
+	a.post("msg_a", `{"type":"invoice.paid"}`)
+	app.wait(t)
+	eventually(t, "dead letter", func() bool { return a.count(`SELECT count(*) FROM jobs WHERE state = 'dead'`) == 1 })
+	cfgPath := writeConfig(t, stdConfig(a.dbPath, "", app.URL, ""))
+
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	if code, _, errOut := runMain(t, "backup", cp, "--db", a.dbPath); code != 0 {
+		t.Fatalf("backup: %s", errOut)
+	}
+	before := fileSum(t, cp)
+	for _, args := range [][]string{
+		{"replay", "std", "msg_a", "--db", cp},
+		{"replay", "--dead", "--db", cp},
+		{"prune", "--config", cfgPath, "--db", cp},
+	} {
+		code, out, errOut := runMain(t, args...)
+		if code != 2 || !strings.Contains(errOut, "no serve owns") || !strings.Contains(errOut, "--write") {
+			t.Errorf("%v on a copy: exit %d\n%s%s\nwant exit 2 naming --write", args, code, out, errOut)
+		}
+	}
+	if fileSum(t, cp) != before {
+		t.Fatal("a refused command changed the copy")
+	}
+	for _, ext := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(cp + ext); err == nil {
+			t.Errorf("a refused command opened the copy for writing (%s exists)", ext)
+		}
+	}
+	// Read-only and dry-run commands need no --write.
+	if code, _, errOut := runMain(t, "prune", "--dry-run", "--config", cfgPath, "--db", cp); code != 0 {
+		t.Errorf("prune --dry-run on a copy: %s", errOut)
+	}
+
+	code, out, errOut := runMain(t, "replay", "std", "msg_a", "--db", cp, "--write")
+	if code != 0 || !strings.Contains(out, "replayed 1 of 1 job") || !strings.Contains(out, "no serve runs on this file") ||
+		strings.Contains(out, "a running serve") {
+		t.Fatalf("replay --write on a copy: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// The live file: its serve is named as the one that delivers.
+	code, out, errOut = runMain(t, "replay", "std", "msg_a", "--db", a.dbPath)
+	want := fmt.Sprintf("hookwarden serve (pid %d) delivers them", os.Getpid())
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("replay on the served file: exit %d\n%s%s\nwant %q", code, out, errOut, want)
+	}
+	// ... and through the API.
+	req, _ := http.NewRequest("POST", "http://"+a.AdminAddr()+"/api/replay", strings.NewReader(`{"source":"std","event_ids":["msg_a"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	eventually(t, "delivered after the replay", func() bool {
+		return a.count(`SELECT count(*) FROM jobs WHERE state = 'delivered'`) == 1
+	})
+	if r := do(t, req); r.Code != 200 {
+		t.Fatalf("POST /api/replay: %d", r.Code)
+	}
+
+	// events show: the CLI's and the API's replays of the live file.
+	code, out, _ = runMain(t, "events", "show", "std", "msg_a", "--db", a.dbPath)
+	if code != 0 || !strings.Contains(out, "audit (2)") || !strings.Contains(out, "replay  by cli "+osUser()) ||
+		!strings.Contains(out, "replay  by api 127.0.0.1:") || !strings.Contains(out, `{"source":"std","event_ids":["msg_a"]}`) {
+		t.Errorf("events show lacks the audit log:\n%s", out)
+	}
+	code, out, _ = runMain(t, "events", "show", "std", "msg_a", "--db", a.dbPath, "--json")
+	var d sqlitestore.EventDetail
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || len(d.Audit) != 2 || d.Audit[0].Origin != hookwarden.AuditCLI ||
+		d.Audit[1].Origin != hookwarden.AuditAPI || !strings.Contains(string(d.Audit[0].Result), `"replayed":1`) {
+		t.Errorf("events show --json audit: %+v\n%s", d.Audit, out)
+	}
+	// The copy keeps its own: the --write replay only.
+	if _, out, _ = runMain(t, "events", "show", "std", "msg_a", "--db", cp, "--json"); json.Unmarshal([]byte(out), &d) != nil ||
+		len(d.Audit) != 1 {
+		t.Errorf("copy's audit: %+v", d.Audit)
+	}
+	// prune --write on the copy is audited too.
+	if code, _, errOut := runMain(t, "prune", "--config", cfgPath, "--db", cp, "--write"); code != 0 {
+		t.Fatalf("prune --write: %s", errOut)
+	}
+	ro, err := sqlitestore.Open(context.Background(), cp, sqlitestore.Options{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var n int
+	if err := ro.DB().QueryRow(`SELECT count(*) FROM audit WHERE action = 'prune' AND origin = 'cli' AND result IS NOT NULL`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("prune audit entries: %d %v", n, err)
+	}
+}
+
+// TestReplayNothingIsNotSuccess: a replay of explicit ids that resets
+// nothing says which ids and why, prints no success line and exits 1.
+func TestReplayNothingIsNotSuccess(t *testing.T) {
+	app := newSink(t)
+	a := startApp(t, app.URL, "")
+	a.post("msg_ok", `{"type":"x"}`)
+	app.wait(t)
+	code, out, errOut := runMain(t, "replay", "std", "msg_nope", "msg_other", "--db", a.dbPath)
+	if code != 1 || strings.Contains(out, "replayed 0") || strings.Contains(out, "delivers them") ||
+		!strings.Contains(out, "replayed nothing") || !strings.Contains(errOut, "std/msg_nope: no such event") ||
+		!strings.Contains(errOut, "std/msg_other: no such event") || !strings.Contains(errOut, "nothing replayed") {
+		t.Errorf("replay of unknown ids: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	code, out, errOut = runMain(t, "replay", "std", "msg_ok", "--destination", "std/other", "--db", a.dbPath)
+	if code != 1 || !strings.Contains(errOut, "no delivery job to replay") {
+		t.Errorf("replay of an event with no job there: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := a.count(`SELECT count(*) FROM audit`); n != 0 {
+		t.Errorf("%d audit entries for replays that changed nothing", n)
+	}
+}
+
+// TestFilesPrivateWhateverTheUmask: serve under umask 000 creates the
+// database directory 0700 and the database, -wal and -shm 0600; a backup
+// under umask 000 is 0600.
+func TestFilesPrivateWhateverTheUmask(t *testing.T) {
+	c := newChild(t, "http://127.0.0.1:9/")
+	dbDir := filepath.Join(filepath.Dir(c.cfg), "state")
+	db := filepath.Join(dbDir, "hw.db")
+	doc, _ := os.ReadFile(c.cfg)
+	doc = bytes.ReplaceAll(doc, []byte(c.db()), []byte(db))
+	if err := os.WriteFile(c.cfg, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.cmd = exec.Command("/bin/sh", "-c", `umask 000 && exec "$0" serve --config "$1"`, binPath, c.cfg)
+	c.cmd.Stderr = os.Stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	eventually(t, "serve ready", func() bool {
+		resp, err := http.Get("http://" + c.adm + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	backup := filepath.Join(t.TempDir(), "b.db")
+	out, err := exec.Command("/bin/sh", "-c", `umask 000 && exec "$0" backup "$1" --db "$2"`, binPath, backup, db).CombinedOutput()
+	if err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	for _, f := range []struct {
+		path string
+		mode os.FileMode
+	}{{dbDir, os.ModeDir | 0o700}, {db, 0o600}, {db + "-wal", 0o600}, {db + "-shm", 0o600}, {db + ".lock", 0o600}, {backup, 0o600}} {
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != f.mode {
+			t.Errorf("%s: %v, want %v", f.path, fi.Mode(), f.mode)
+		}
+	}
+}
