@@ -302,3 +302,143 @@ func TestFilesPrivateWhateverTheUmask(t *testing.T) {
 		}
 	}
 }
+
+// evil is what an attacker with a valid signature (or a hostile app) can put
+// in front of the operator: a clear-screen, an OSC title sequence ended by
+// BEL, a C1 CSI (U+009B), a carriage return and a bidi override.
+const evil = "\x1b[2J\x1b]0;pwned\x07\u009b31m\r\u202e"
+
+// rawControls lists the control characters still raw in terminal output.
+func rawControls(s string) []string {
+	var bad []string
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x202e:
+			bad = append(bad, fmt.Sprintf("%U", r))
+		}
+	}
+	return bad
+}
+
+// TestTextOutputEscapesControls: events show, events list and dead list
+// print a body, a header, an event id and an app's response full of
+// terminal escapes as visible escapes; --json and --body keep the exact
+// bytes.
+func TestTextOutputEscapesControls(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "hw.db")
+	s, err := sqlitestore.Open(ctx, db, sqlitestore.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "evt_" + evil
+	body := []byte(`{"note":"` + evil + `"}`)
+	sum := sha256.Sum256(body)
+	_, err = s.Record(ctx, &hookwarden.Receipt{Source: "std", Body: body, BodySHA256: sum, RemoteAddr: "127.0.0.1:1",
+		ReceivedAt: time.Now(), Header: http.Header{"Content-Type": {"application/json"}, "X-Evil": {"h" + evil}},
+		Events: []hookwarden.Event{{ID: id, Type: "t" + evil, BodySHA256: sum, Destinations: []string{"std/app"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.Lease(ctx, "std/app", 1, time.Minute)
+	if err != nil || len(jobs) != 1 {
+		t.Fatal(jobs, err)
+	}
+	resp := "refused: " + evil + strings.Repeat("x", 3000)
+	if err := s.Finish(ctx, hookwarden.Attempt{JobID: jobs[0].ID, Number: 1, StartedAt: time.Now(), StatusCode: 422, ExitCode: -1,
+		Error: "HTTP 422" + evil, Response: []byte(resp), Verdict: hookwarden.Dead}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	for _, args := range [][]string{
+		{"events", "show", "std", id},
+		{"events", "list"},
+		{"dead", "list"},
+		{"events", "show", "std", "nope" + evil}, // the error message
+		{"replay", "std", "nope" + evil, "--write"},
+	} {
+		_, out, errOut := runMain(t, append(args, "--db", db)...)
+		if bad := rawControls(out + errOut); len(bad) > 0 {
+			t.Errorf("%v: raw control characters %v in\n%s%s", args[:2], bad, out, errOut)
+		}
+		if !strings.Contains(out+errOut, `\x1b[2J\x1b]0;pwned\`) || !strings.Contains(out+errOut, `\u009b31m`) {
+			t.Errorf("%v: the escapes are not shown visibly:\n%s%s", args[:2], out, errOut)
+		}
+	}
+	// events show shows the app's response, capped.
+	_, out, _ := runMain(t, "events", "show", "std", id, "--db", db)
+	if !strings.Contains(out, "response to attempt 1 (3.0 KiB, the first 2.0 KiB):") || !strings.Contains(out, "refused: ") ||
+		strings.Contains(out, strings.Repeat("x", 2100)) {
+		t.Errorf("events show: the app's response is not shown capped:\n%s", out)
+	}
+
+	// Exact where it must be.
+	code, out, _ := runMain(t, "events", "show", "std", id, "--json", "--db", db)
+	var d sqlitestore.EventDetail
+	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil {
+		t.Fatalf("events show --json: %d %v\n%s", code, err, out)
+	}
+	if d.EventID != id || d.Type != "t"+evil || !bytes.Equal(d.Body, body) || d.ReceiptLog[0].Header.Get("X-Evil") != "h"+evil ||
+		d.JobLog[0].Log[0].Response != resp {
+		t.Errorf("--json did not keep the exact bytes: %+v", d)
+	}
+	if bad := rawControls(out); len(bad) > 0 {
+		t.Errorf("--json has raw controls %v (JSON can escape them)", bad)
+	}
+	_, out, _ = runMain(t, "events", "list", "--json", "--db", db)
+	var ev sqlitestore.EventSummary
+	if json.Unmarshal([]byte(out), &ev) != nil || ev.EventID != id {
+		t.Errorf("events list --json: %q", out)
+	}
+	_, out, _ = runMain(t, "events", "show", "std", id, "--body", "--db", db)
+	if out != string(body) {
+		t.Errorf("--body is not byte for byte: %q", out)
+	}
+}
+
+// TestShowQuarantinedReceiptHint: the receipt id of a quarantined request
+// given to events show points to quarantine show.
+func TestShowQuarantinedReceiptHint(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "hw.db")
+	s, err := sqlitestore.Open(ctx, db, sqlitestore.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"no":"id"}`)
+	res, err := s.Record(ctx, &hookwarden.Receipt{Source: "std", Body: body, BodySHA256: sha256.Sum256(body),
+		RemoteAddr: "127.0.0.1:1", ReceivedAt: time.Now(), Header: http.Header{}, QuarantineReason: "no event id at json:id"})
+	s.Close()
+	if err != nil || res.Outcome != hookwarden.Quarantined {
+		t.Fatal(res, err)
+	}
+	rid := fmt.Sprint(res.ReceiptID)
+	code, _, errOut := runMain(t, "events", "show", "std", rid, "--db", db)
+	if code != 1 || !strings.Contains(errOut, "receipt "+rid+" is a quarantined request: hookwarden quarantine show "+rid) {
+		t.Errorf("events show of a quarantined receipt id: exit %d %s", code, errOut)
+	}
+	if _, _, errOut := runMain(t, "events", "show", "other", rid, "--db", db); strings.Contains(errOut, "quarantine show") {
+		t.Errorf("hint for another source's receipt: %s", errOut)
+	}
+}
+
+// TestDashboardReplayAudited: the dashboard's Replay button leaves an audit
+// entry with origin dashboard and the client's address, shown by events show.
+func TestDashboardReplayAudited(t *testing.T) {
+	app := newSink(t, 422)
+	a := startApp(t, app.URL, "")
+	a.post("msg_dash", `{"type":"invoice.paid"}`)
+	eventually(t, "dead letter", func() bool { return a.count(`SELECT count(*) FROM jobs WHERE state = 'dead'`) == 1 })
+	c := newBrowserClient(t, a)
+	if after := c.replayFirstDead(); !strings.Contains(after, "Replayed 1 job(s)") {
+		t.Fatalf("no replay:\n%s", after)
+	}
+	_, out, _ := runMain(t, "events", "show", "std", "msg_dash", "--db", a.dbPath, "--json")
+	var d sqlitestore.EventDetail
+	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Audit) != 1 || d.Audit[0].Origin != hookwarden.AuditDashboard ||
+		!strings.HasPrefix(d.Audit[0].Actor, "127.0.0.1:") || d.Audit[0].Action != "replay" || !strings.Contains(string(d.Audit[0].Args), `"job_ids":[`) {
+		t.Errorf("audit after the dashboard's replay: %+v (%v)", d.Audit, err)
+	}
+}

@@ -94,8 +94,9 @@ func sinceFlag(s string, now time.Time) (time.Time, error) {
 
 // writeJSONLine writes v as one line of JSON, exact: straight to the raw
 // writer (not through the text escaping of safetext.go). encoding/json
-// escapes C0 controls; C1 controls and DEL are escaped here too (\u009b),
-// which decodes to the same string, so a terminal never sees them raw.
+// escapes C0 controls; DEL, C1 controls and bidi overrides are escaped here
+// too (\u009b), which decodes to the same string, so a terminal never sees
+// them raw.
 func writeJSONLine(w io.Writer, v any) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -111,13 +112,13 @@ func writeJSONLine(w io.Writer, v any) error {
 // \u escapes. They can only occur inside strings, where the escape means
 // the same character.
 func jsonEscapeControls(b []byte) []byte {
-	if !bytes.ContainsFunc(b, func(r rune) bool { return r == 0x7f || r >= 0x80 && r <= 0x9f }) {
+	if !bytes.ContainsFunc(b, func(r rune) bool { return r == 0x7f || unsafeRune(r) }) {
 		return b
 	}
 	out := make([]byte, 0, len(b)+16)
 	for len(b) > 0 {
 		r, n := utf8.DecodeRune(b)
-		if r == 0x7f || r >= 0x80 && r <= 0x9f {
+		if r == 0x7f || unsafeRune(r) {
 			out = fmt.Appendf(out, `\u%04x`, r)
 		} else {
 			out = append(out, b[:n]...)
