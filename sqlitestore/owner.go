@@ -38,7 +38,8 @@ func (e *InUseError) Error() string {
 func (e *InUseError) Is(target error) bool { return target == ErrInUse }
 
 // LockPath is the owner lock file of the database at path: path + ".lock",
-// after resolving symlinks, so that two spellings of one file share a lock.
+// after resolving symlinks (of the file, or of its directory while the file
+// does not exist yet), so that two spellings of one file share a lock.
 func LockPath(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -46,6 +47,8 @@ func LockPath(path string) (string, error) {
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
+	} else if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(dir, filepath.Base(abs))
 	}
 	return abs + ".lock", nil
 }
@@ -97,12 +100,17 @@ const lockRetry = 500 * time.Millisecond
 // with an error wrapping ErrInUse that names the process holding it.
 // command is written into the lock file for that message ("hookwarden serve").
 func LockOwner(path, command string) (*OwnerLock, error) {
-	lp, err := LockPath(path)
+	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("lock database: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(lp), 0o700); err != nil {
-		return nil, fmt.Errorf("create database directory: %w", err)
+	// The directory first, so that LockPath resolves it as Owner will.
+	if err := privateDir(filepath.Dir(abs)); err != nil {
+		return nil, err
+	}
+	lp, err := LockPath(abs)
+	if err != nil {
+		return nil, fmt.Errorf("lock database: %w", err)
 	}
 	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {

@@ -80,3 +80,32 @@ func TestFilesPrivateUnderUmask0(t *testing.T) {
 		}
 	}
 }
+
+// Two spellings of one file share the lock: through a symlinked directory,
+// before the database exists and after.
+func TestOwnerLockThroughSymlink(t *testing.T) {
+	real := filepath.Join(t.TempDir(), "real")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LockOwner(filepath.Join(link, "hw.db"), "hookwarden serve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if _, owned, err := Owner(filepath.Join(real, "hw.db")); err != nil || !owned {
+		t.Fatalf("owned through the real path: %v %v", owned, err)
+	}
+	s, err := Open(context.Background(), filepath.Join(real, "hw.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := LockOwner(filepath.Join(real, "hw.db"), "hookwarden serve"); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second lock through the real path once the file exists: %v", err)
+	}
+}

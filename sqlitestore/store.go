@@ -202,14 +202,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // as the operator made them. The file is opened only when it is new, so no
 // descriptor of a file SQLite holds is ever closed here.
 func createPrivate(path string) error {
-	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("create database directory: %w", err)
-		}
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("create database directory: %w", err)
-		}
+	if err := privateDir(filepath.Dir(path)); err != nil {
+		return err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
@@ -220,6 +214,20 @@ func createPrivate(path string) error {
 	}
 	err = f.Chmod(0o600)
 	return errors.Join(err, f.Close())
+}
+
+// privateDir creates dir 0700 (and its missing parents) if it does not exist.
+func privateDir(dir string) error {
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create database directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("create database directory: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) openReaders(ctx context.Context, readOnlyFile bool) error {
