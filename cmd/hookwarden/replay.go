@@ -32,7 +32,12 @@ destination's full max_attempts again. The Idempotency-Key stays SOURCE:EVENT_ID
 A job dead-lettered 3 times needs --force: the app refused it thrice. An event
 whose payload was pruned cannot be replayed. Jobs are reset in batches of 500,
 each a short write, so a running serve keeps ingesting; it picks the jobs up
-within about a second.`,
+within about a second. Every id not replayed is named with the reason; when
+nothing was replayed the command exits 1.
+
+With --db, the file must be owned by a running serve (it is then the live
+database), or --write must be given: a copy kept for forensics is never
+changed by accident. Each replay is kept in the audit log (events show).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case sel.Dead && len(args) > 0:
