@@ -86,7 +86,11 @@ func sanitize(p []byte) []byte {
 				b.WriteByte(c)
 			case c == '\r':
 				b.WriteString(`\r`)
-			case c < 0x20 || c == 0x7f:
+			case c == 0x7f:
+				// As \u (like C1 below): inside a JSON string, where serve's
+				// JSON logs leave it raw, the escape means the same.
+				b.WriteString(`\u007f`)
+			case c < 0x20:
 				fmt.Fprintf(&b, `\x%02x`, c)
 			default:
 				b.WriteByte(c)

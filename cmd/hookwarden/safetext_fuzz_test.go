@@ -48,5 +48,11 @@ func FuzzSanitize(f *testing.F) {
 		if err := json.Unmarshal(j.Bytes(), &back); err != nil || back != string(p) {
 			t.Fatalf("JSON of %q = %s decodes to %q (%v)", p, j.Bytes(), back, err)
 		}
+		// JSON that went through the text escaping (serve's JSON logs) is
+		// still JSON, and means the same.
+		plain, _ := json.Marshal(string(p))
+		if err := json.Unmarshal(sanitize(plain), &back); err != nil || back != string(p) {
+			t.Fatalf("escaped JSON of %q = %s decodes to %q (%v)", p, sanitize(plain), back, err)
+		}
 	})
 }
