@@ -442,3 +442,28 @@ func TestDashboardReplayAudited(t *testing.T) {
 		t.Errorf("audit after the dashboard's replay: %+v (%v)", d.Audit, err)
 	}
 }
+
+// TestWriteGuardOnlyForDB: the guard is about --db (a file named without
+// its configuration); the configured database of a stopped service is
+// changed without --write, and said to wait for a serve.
+func TestWriteGuardOnlyForDB(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "hw.db")
+	s, err := sqlitestore.Open(ctx, db, sqlitestore.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{}`)
+	sum := sha256.Sum256(body)
+	if _, err := s.Record(ctx, &hookwarden.Receipt{Source: "std", Body: body, BodySHA256: sum, RemoteAddr: "127.0.0.1:1",
+		ReceivedAt: time.Now(), Header: http.Header{},
+		Events: []hookwarden.Event{{ID: "e1", BodySHA256: sum, Destinations: []string{"std/app"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cfg := writeConfig(t, stdConfig(db, "", "http://127.0.0.1:9/", ""))
+	code, out, errOut := runMain(t, "replay", "std", "e1", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "replayed 1 of 1 job") || !strings.Contains(out, "no serve runs on this file") {
+		t.Errorf("replay --config on a stopped service's file: exit %d\n%s%s", code, out, errOut)
+	}
+}
