@@ -89,8 +89,7 @@ changed by accident. Each replay is kept in the audit log (events show).`,
 			case res.Replayed == 0 && len(res.Skipped) == 0:
 				return errors.New("replay: nothing matched")
 			case res.Replayed == 0:
-				return fmt.Errorf("replay: nothing replayed (%s left as they were)",
-					plural(len(res.Skipped), "job or event", "jobs or events"))
+				return errors.New("replay: nothing replayed")
 			case len(res.Skipped) > 0:
 				return fmt.Errorf("replay: %s not replayed", plural(len(res.Skipped), "job or event", "jobs or events"))
 			}
@@ -126,8 +125,11 @@ func printReplay(g *globals, res sqlitestore.ReplayResult, target writeTarget, h
 		fmt.Fprintln(g.stderr, "not replayed:", k)
 	}
 	if res.Replayed == 0 {
-		if res.Selected > 0 || len(res.Skipped) > 0 {
-			fmt.Fprintf(g.stdout, "replayed nothing (0 of %s): nothing changed\n", plural(res.Selected, "job", "jobs"))
+		switch {
+		case res.Selected > 0:
+			fmt.Fprintf(g.stdout, "replayed none of %s: nothing changed\n", plural(res.Selected, "job", "jobs"))
+		case len(res.Skipped) > 0:
+			fmt.Fprintln(g.stdout, "replayed nothing: nothing changed")
 		}
 		return
 	}
