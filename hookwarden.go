@@ -9,6 +9,7 @@
 package hookwarden
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -155,4 +156,37 @@ type Slot interface {
 	LeaseFor() time.Duration
 	Start(job Job)
 	Release()
+}
+
+// Origins of an AuditEntry: where an operator action came from.
+const (
+	AuditCLI       = "cli"       // a hookwarden command; Actor is the OS user
+	AuditAPI       = "api"       // the admin JSON API; Actor is the client address
+	AuditDashboard = "dashboard" // the admin dashboard; Actor is the client address
+)
+
+// AuditEntry is one operator action that changed state (replay, prune,
+// quarantine release and drop, pause, resume, backfill), as kept in the
+// store's audit log (SPEC section 2).
+type AuditEntry struct {
+	ID     int64     `json:"id,omitempty"`
+	At     time.Time `json:"at"`     // the store's clock when zero
+	Action string    `json:"action"` // "replay", "prune", "release", "drop", "pause", "resume", "backfill"
+	Origin string    `json:"origin"` // AuditCLI, AuditAPI or AuditDashboard
+	Actor  string    `json:"actor"`  // the OS user (cli) or the client address (api, dashboard)
+	// Args are the action's arguments as given, as a JSON object; Result
+	// what it did (counts), set by the store for the actions it runs.
+	Args   json.RawMessage `json:"args,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	// ReceiptID is the receipt the action concerns (quarantine), if any.
+	ReceiptID int64 `json:"receipt_id,omitempty"`
+	// Events are the events the action changed; `events show` lists the
+	// entry under each of them.
+	Events []EventKey `json:"-"`
+}
+
+// EventKey names one event: its source and the provider's event id.
+type EventKey struct {
+	Source  string `json:"source"`
+	EventID string `json:"event_id"`
 }

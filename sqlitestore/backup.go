@@ -42,6 +42,11 @@ func (s *Store) Backup(ctx context.Context, dest string, progress func(written, 
 	_, _ = rand.Read(rnd[:])
 	tmp := fmt.Sprintf("%s.partial-%s", abs, hex.EncodeToString(rnd[:]))
 	defer os.Remove(tmp) // after a success it is already gone
+	// A backup holds every body and header: readable by the owner only,
+	// whatever the umask. VACUUM INTO accepts an empty file.
+	if err := createEmpty(tmp); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
 
 	done := make(chan struct{})
 	stopped := make(chan struct{})
@@ -135,4 +140,14 @@ func syncFile(path string) error {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
 	return nil
+}
+
+// createEmpty creates path empty with mode 0600 (not less the umask).
+func createEmpty(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(0o600)
+	return errors.Join(err, f.Close())
 }

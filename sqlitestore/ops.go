@@ -298,6 +298,9 @@ type EventDetail struct {
 	ContentType string        `json:"content_type,omitempty"`
 	ReceiptLog  []ReceiptInfo `json:"receipt_log"`
 	JobLog      []JobInfo     `json:"job_log"`
+	// Audit lists the operator actions that changed the event (replays),
+	// oldest first.
+	Audit []AuditRecord `json:"audit,omitempty"`
 }
 
 // ReceiptInfo is one request from the provider that carried the event.
@@ -384,7 +387,23 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*EventDe
 	if err := loadJobs(ctx, tx, d); err != nil {
 		return nil, err
 	}
+	if d.Audit, err = eventAudit(ctx, tx, source, eventID); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+// QuarantinedReceipt reports whether receipt id of source is a quarantined
+// request: what `events show SOURCE ID` most likely meant when no event has
+// that id (the quarantine list shows receipt ids).
+func (s *Store) QuarantinedReceipt(ctx context.Context, source string, id int64) (bool, error) {
+	var n int
+	err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM receipts WHERE id = ? AND source = ? AND kind = 'quarantined'`,
+		id, source).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up receipt %d: %w", id, err)
+	}
+	return n > 0, nil
 }
 
 func loadReceipts(ctx context.Context, tx *sql.Tx, d *EventDetail) error {

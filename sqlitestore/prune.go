@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/hookwarden/hookwarden"
 )
 
 // Retention is the two tiers of SPEC section 3. A zero or negative duration
@@ -36,6 +38,12 @@ type PruneOptions struct {
 	// Pause is waited between batches (default 5ms), so ingest always gets
 	// the writer in between.
 	Pause time.Duration
+	// Audit, if set, records this pass as an operator action (the CLI's
+	// prune; serve's hourly pass is not one). A pass is many short
+	// transactions, so the entry is written before the first and given its
+	// result after the last: an entry without a result is a pass that was
+	// interrupted. A dry run writes none.
+	Audit *hookwarden.AuditEntry
 }
 
 // PruneResult says what retention removed (or, with DryRun, would remove) and
@@ -67,6 +75,9 @@ type PruneResult struct {
 	HeldDead        int `json:"held_dead"`
 	HeldPending     int `json:"held_pending"`
 	HeldQuarantined int `json:"held_quarantined"`
+
+	// AuditID is the audit log entry of the pass (0: none written).
+	AuditID int64 `json:"audit_id,omitempty"`
 }
 
 // unfinishedSince is true when an event has a job that is not delivered, or
@@ -110,6 +121,20 @@ func (s *Store) Prune(ctx context.Context, opt PruneOptions) (PruneResult, error
 	if opt.Payloads > 0 {
 		res.PayloadCutoff = now.Add(-opt.Payloads).UTC()
 	}
+	if opt.Audit != nil && !opt.DryRun {
+		e := *opt.Audit
+		if e.Action == "" {
+			e.Action = "prune"
+		}
+		if e.Args == nil {
+			e.Args, _ = json.Marshal(map[string]string{"payloads": opt.Payloads.String(), "claims": opt.Claims.String()})
+		}
+		id, err := s.Audit(ctx, e)
+		if err != nil {
+			return res, err
+		}
+		res.AuditID = id
+	}
 	if !res.ClaimCutoff.IsZero() {
 		if err := s.pruneClaims(ctx, opt, &res); err != nil {
 			return res, err
@@ -121,6 +146,12 @@ func (s *Store) Prune(ctx context.Context, opt PruneOptions) (PruneResult, error
 		}
 		if err := s.countHeld(ctx, &res); err != nil {
 			return res, err
+		}
+	}
+	if res.AuditID != 0 {
+		err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error { return auditResultTx(ctx, tx, res.AuditID, res) })
+		if err != nil {
+			return res, fmt.Errorf("prune: %w", err)
 		}
 	}
 	return res, nil

@@ -46,6 +46,30 @@ type ReplayOptions struct {
 	// Progress, if set, is called after each batch with the jobs handled so
 	// far and the total.
 	Progress func(done, total int)
+	// Audit, if set, is the operator action to record (Origin, Actor; Action
+	// and Args are filled in when empty). It is written in the transaction
+	// of the first batch that resets a job, linked to the events replayed,
+	// and its result kept current by every later batch. A replay that
+	// resets nothing changes nothing and writes no entry.
+	Audit *hookwarden.AuditEntry
+}
+
+// replayArgs is the audit log's record of a replay's arguments.
+type replayArgs struct {
+	Source      string   `json:"source,omitempty"`
+	EventIDs    []string `json:"event_ids,omitempty"`
+	Dead        bool     `json:"dead,omitempty"`
+	JobIDs      []int64  `json:"job_ids,omitempty"`
+	Destination string   `json:"destination,omitempty"`
+	Since       string   `json:"since,omitempty"`
+	Force       bool     `json:"force,omitempty"`
+}
+
+// replayAudit is the audit log's record of what a replay did so far.
+type replayAudit struct {
+	Selected int `json:"selected"`
+	Replayed int `json:"replayed"`
+	Skipped  int `json:"skipped"`
 }
 
 // Skip reasons of a replay.
@@ -54,6 +78,7 @@ const (
 	SkipPruned     = "payload_pruned" // retention removed the body: nothing to deliver
 	SkipInFlight   = "in_flight"      // an attempt holds the job's lease
 	SkipNotFound   = "not_found"      // no such event or job
+	SkipNoJobs     = "no_jobs"        // the event has no job (of that destination): nothing to deliver
 )
 
 // ReplaySkip is a job (or event) a replay left alone, and why.
@@ -84,7 +109,12 @@ func (k ReplaySkip) String() string {
 	case SkipInFlight:
 		return what + ": an attempt is in flight; it finishes (or is retried) on its own"
 	case SkipNotFound:
+		if k.JobID != 0 && k.EventID == "" {
+			return fmt.Sprintf("job %d: no such job", k.JobID)
+		}
 		return what + ": no such event"
+	case SkipNoJobs:
+		return what + ": it has no delivery job to replay (no destination matched it)"
 	}
 	return what + ": " + k.Reason
 }
@@ -96,6 +126,8 @@ type ReplayResult struct {
 	Skipped  []ReplaySkip `json:"skipped,omitempty"`
 	// Destinations lists the destinations of replayed jobs (to wake workers).
 	Destinations []string `json:"destinations,omitempty"`
+	// AuditID is the audit log entry of the replay (0: none written).
+	AuditID int64 `json:"audit_id,omitempty"`
 }
 
 // Replay resets the selected jobs to pending, due now, with attempts = 0 so
@@ -123,6 +155,25 @@ func (s *Store) Replay(ctx context.Context, sel ReplaySelector, opt ReplayOption
 	if opt.Pause <= 0 {
 		opt.Pause = 5 * time.Millisecond
 	}
+	var audit *hookwarden.AuditEntry
+	if opt.Audit != nil {
+		e := *opt.Audit
+		if e.Action == "" {
+			e.Action = "replay"
+		}
+		if e.Args == nil {
+			a := replayArgs{Source: sel.Source, EventIDs: sel.EventIDs, Dead: sel.Dead, JobIDs: sel.JobIDs,
+				Destination: sel.Destination, Force: opt.Force}
+			if !sel.Since.IsZero() {
+				a.Since = fmtTime(sel.Since)
+			}
+			e.Args, _ = json.Marshal(a)
+		}
+		if err := checkAudit(&e); err != nil {
+			return res, err
+		}
+		audit = &e
+	}
 	dests := map[string]bool{}
 	for done := 0; done < len(ids); {
 		if done > 0 {
@@ -133,12 +184,15 @@ func (s *Store) Replay(ctx context.Context, sel ReplaySelector, opt ReplayOption
 			}
 		}
 		batch := ids[done:min(done+opt.BatchSize, len(ids))]
-		n, skipped, touched, err := s.replayBatch(ctx, batch, opt.Force)
+		n, skipped, touched, err := s.replayBatch(ctx, batch, opt.Force, audit, res)
 		if err != nil {
 			return res, fmt.Errorf("replay: %w", err)
 		}
 		res.Replayed += n
 		res.Skipped = append(res.Skipped, skipped...)
+		if audit != nil {
+			res.AuditID = audit.ID
+		}
 		for _, d := range touched {
 			if !dests[d] {
 				dests[d] = true
@@ -219,9 +273,14 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 					PrunedAt: unixTime(pruned)})
 				continue
 			}
+			before := len(ids)
 			if err := add(`SELECT j.id FROM jobs j WHERE j.event_ref = ?`+destWhere+` ORDER BY j.id`,
 				append([]any{ref}, destArgs...)...); err != nil {
 				return nil, fmt.Errorf("replay: select jobs of %s/%s: %w", sel.Source, id, err)
+			}
+			if len(ids) == before {
+				res.Skipped = append(res.Skipped, ReplaySkip{Source: sel.Source, EventID: id, Destination: sel.Destination,
+					Reason: SkipNoJobs})
 			}
 		}
 	default:
@@ -230,14 +289,18 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 	return ids, nil
 }
 
-// replayBatch resets one batch of jobs inside one write transaction.
-func (s *Store) replayBatch(ctx context.Context, ids []int64, force bool) (n int, skipped []ReplaySkip, dests []string, err error) {
+// replayBatch resets one batch of jobs inside one write transaction, with
+// the audit entry of the replay (audit.ID is 0 until a batch wrote it); so
+// far is the result before this batch.
+func (s *Store) replayBatch(ctx context.Context, ids []int64, force bool, audit *hookwarden.AuditEntry, sofar ReplayResult) (n int, skipped []ReplaySkip, dests []string, err error) {
 	b, _ := json.Marshal(ids)
+	var auditID int64
 	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		// The op may run twice (batch isolation): start from scratch.
-		n, skipped, dests = 0, skipped[:0], dests[:0]
+		n, skipped, dests, auditID = 0, skipped[:0], dests[:0], 0
 		now := fmtTime(s.now())
 		var reset []int64
+		var events []hookwarden.EventKey
 		err := eachRow(ctx, tx, `
 SELECT j.id, j.state, j.dead_count, COALESCE(j.leased_until > ?2, 0), e.source, e.event_id, j.destination, `+payloadPruned+`,
 	(SELECT max(pruned_at) FROM receipts WHERE event_ref = e.id AND kind = 'accepted')
@@ -262,6 +325,7 @@ WHERE j.id IN (SELECT value FROM json_each(?1)) ORDER BY j.id`, func(rows *sql.R
 			default:
 				reset = append(reset, k.JobID)
 				dests = append(dests, k.Destination)
+				events = append(events, hookwarden.EventKey{Source: k.Source, EventID: k.EventID})
 				return nil
 			}
 			skipped = append(skipped, k)
@@ -282,7 +346,25 @@ WHERE id IN (SELECT value FROM json_each(?2))`, now, string(rb))
 		}
 		m, err := r.RowsAffected()
 		n = int(m)
-		return err
+		if err != nil || audit == nil || n == 0 {
+			return err
+		}
+		// The audit entry commits with the jobs it reset.
+		result := replayAudit{Selected: sofar.Selected, Replayed: sofar.Replayed + n, Skipped: len(sofar.Skipped) + len(skipped)}
+		if audit.ID == 0 {
+			e := *audit
+			e.Events = events
+			e.Result, _ = json.Marshal(result)
+			auditID, err = s.auditTx(ctx, tx, &e)
+			return err
+		}
+		if err := auditLinkTx(ctx, tx, audit.ID, events); err != nil {
+			return err
+		}
+		return auditResultTx(ctx, tx, audit.ID, result)
 	})
+	if err == nil && auditID != 0 {
+		audit.ID = auditID
+	}
 	return n, skipped, dests, err
 }

@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -160,8 +161,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return s, nil
 	}
 
-	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
-		return nil, fmt.Errorf("create database directory: %w", err)
+	if err := createPrivate(abs); err != nil {
+		return nil, err
 	}
 	s.wdb, err = sql.Open("sqlite", dsn(abs, false))
 	if err != nil {
@@ -192,6 +193,41 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.lastOK = s.now()
 	go s.writer()
 	return s, nil
+}
+
+// createPrivate makes the database's directory (0700) and the database file
+// (0600) when they do not exist yet, whatever the umask, before SQLite opens
+// the file: SQLite gives the -wal and -shm files the database file's mode,
+// and would otherwise create it 0644 less the umask. Existing ones are left
+// as the operator made them. The file is opened only when it is new, so no
+// descriptor of a file SQLite holds is ever closed here.
+func createPrivate(path string) error {
+	if err := privateDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	err = f.Chmod(0o600)
+	return errors.Join(err, f.Close())
+}
+
+// privateDir creates dir 0700 (and its missing parents) if it does not exist.
+func privateDir(dir string) error {
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create database directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("create database directory: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) openReaders(ctx context.Context, readOnlyFile bool) error {

@@ -46,6 +46,7 @@ type App struct {
 	hookSrv, adminSrv *http.Server
 	hookLn, adminLn   net.Listener
 	runID             int64
+	owner             *sqlitestore.OwnerLock // held from Start to the end of closeAll
 	closers           []func() error
 	certs             *certReloader // nil without tls.cert/tls.key
 	reloadMu          sync.Mutex    // one Reload at a time
@@ -69,6 +70,10 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}()
 	dests := destinationNames(a.cfg)
 	a.Metrics = metrics.New(a.log)
+	// One serve per file: a second one would run workers on the same jobs.
+	if a.owner, err = sqlitestore.LockOwner(a.cfg.Database.Path, "hookwarden serve"); err != nil {
+		return err
+	}
 	a.Store, err = sqlitestore.Open(ctx, a.cfg.Database.Path, sqlitestore.Options{
 		Logger:   a.log,
 		OnCommit: a.Metrics.Commit,
@@ -99,9 +104,6 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	} else if n > 0 {
 		a.log.Info("jobs in flight at the last stop are due again", "jobs", n)
-	}
-	if a.runID, err = a.Store.StartRun(ctx, versionString()); err != nil {
-		return err
 	}
 
 	sources, wdests, closers, err := buildPipeline(a.cfg)
@@ -150,6 +152,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}
 	if a.adminLn, err = net.Listen("tcp", a.cfg.Admin.Listen); err != nil {
 		return fmt.Errorf("admin listen: %w", err)
+	}
+	// A run is recorded only once both listeners are bound: a serve that
+	// never listened was no run, and `gaps` must not show it as one.
+	if a.runID, err = a.Store.StartRun(ctx, versionString()); err != nil {
+		return err
 	}
 	a.hookSrv = receiver.NewServer(a.cfg.Listen, a.Receiver)
 	a.adminSrv = admin.NewServer(a.cfg.Admin.Listen, dash.Front(adm))
@@ -254,6 +261,7 @@ func (a *App) closeAll() {
 			a.log.Error("close database", "err", err)
 		}
 	}
+	_ = a.owner.Release() // after the store: the file is free once it is closed
 }
 
 func destinationNames(cfg *config.Config) []string {

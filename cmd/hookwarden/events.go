@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -154,6 +155,13 @@ it (the first and each duplicate), and every attempt to each destination.
 			defer s.Close()
 			d, err := s.ShowEvent(ctx, args[0], args[1])
 			if errors.Is(err, hookwarden.ErrNotFound) {
+				// The quarantine list shows receipt ids, which look like event ids.
+				if id, perr := strconv.ParseInt(args[1], 10, 64); perr == nil && id > 0 {
+					if q, _ := s.QuarantinedReceipt(ctx, args[0], id); q {
+						return fmt.Errorf("no event %q from source %q in %s; receipt %d is a quarantined request: "+
+							"hookwarden quarantine show %d", args[1], args[0], s.Path(), id, id)
+					}
+				}
 				return fmt.Errorf("no event %q from source %q in %s", args[1], args[0], s.Path())
 			}
 			if err != nil {
@@ -164,7 +172,7 @@ it (the first and each duplicate), and every attempt to each destination.
 				if d.Body == nil {
 					return fmt.Errorf("the payload of %s/%s was pruned at %s (retention.payloads)", d.Source, d.EventID, fmtUTC(d.PrunedAt))
 				}
-				_, err = g.stdout.Write(d.Body)
+				_, err = rawWriter(g.stdout).Write(d.Body) // byte for byte, not escaped
 				return err
 			case asJSON:
 				return writeJSONLine(g.stdout, d)
@@ -285,14 +293,27 @@ func printJobs(w io.Writer, d *sqlitestore.EventDetail) {
 			extra := ""
 			if a.Error != "" {
 				extra = "error: " + oneLine(a.Error, 120)
-			} else if a.Response != "" {
-				extra = "response: " + oneLine(a.Response, 120)
 			}
 			fmt.Fprintf(tw, "      %d\t%s\t%s\t%s\t%s\t%s\n", a.Number, fmtUTC(a.StartedAt),
 				fmtDur(time.Duration(a.DurationMS*float64(time.Millisecond))), orDash(result), a.Verdict, extra)
 		}
 		tw.Flush()
+		// What the app answered, as stored: often the only clue to why it
+		// refused an event.
+		for _, a := range j.Log {
+			if a.Response == "" {
+				continue
+			}
+			resp, cut := capText([]byte(a.Response), responseShown)
+			note := fmtBytes(int64(len(a.Response)))
+			if cut {
+				note += ", the first " + fmtBytes(int64(len(resp)))
+			}
+			fmt.Fprintf(w, "      response to attempt %d (%s):\n", a.Number, note)
+			printBody(w, resp, "        ")
+		}
 	}
+	printAudit(w, d.Audit)
 
 	if d.Body != nil {
 		fmt.Fprintf(w, "\nbody (%s):\n", fmtBytes(int64(len(d.Body))))
@@ -313,6 +334,41 @@ func printBody(w io.Writer, b []byte, indent string) {
 	fmt.Fprint(w, s)
 	if !strings.HasSuffix(s, "\n") {
 		fmt.Fprintln(w)
+	}
+}
+
+// responseShown caps an app's response in the text of events show; --json
+// has all that is stored.
+const responseShown = 2 << 10
+
+// capText cuts b to at most n bytes, at the start of a character.
+func capText(b []byte, n int) ([]byte, bool) {
+	if len(b) <= n {
+		return b, false
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(b[i]) {
+		i--
+	}
+	return b[:i], true
+}
+
+// printAudit lists the operator actions that changed the event.
+func printAudit(w io.Writer, log []sqlitestore.AuditRecord) {
+	if len(log) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\naudit (%d)\n", len(log))
+	for _, e := range log {
+		who := e.Origin
+		if e.Actor != "" {
+			who += " " + e.Actor
+		}
+		line := fmt.Sprintf("  #%d  %s  %s  by %s  %s", e.ID, fmtUTC(e.At), e.Action, who, string(e.Args))
+		if len(e.Result) > 0 {
+			line += "  -> " + string(e.Result)
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 

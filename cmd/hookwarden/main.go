@@ -40,6 +40,7 @@ func usageErrorf(format string, args ...any) error {
 type globals struct {
 	configPath string
 	dbPath     string
+	write      bool // --write: a writing command may change a --db file no serve owns (guard.go)
 	stdin      io.Reader
 	stdout     io.Writer
 	stderr     io.Writer
@@ -47,7 +48,9 @@ type globals struct {
 
 // Main runs one command line and returns the process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	// Text output escapes control characters (safetext.go); --json and
+	// --body write exact bytes through rawWriter.
+	g := &globals{stdin: stdin, stdout: newSafeWriter(stdout), stderr: newSafeWriter(stderr)}
 	root := &cobra.Command{
 		Use:           "hookwarden",
 		Short:         "A durable webhook receiver: verify, record in SQLite, deliver exactly once in effect",
@@ -64,6 +67,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	root.PersistentFlags().StringVar(&g.configPath, "config", "",
 		"configuration file (default $HOOKWARDEN_CONFIG, ./config.yaml, /etc/hookwarden/config.yaml)")
 	root.PersistentFlags().StringVar(&g.dbPath, "db", "", "database file; overrides database.path (read-only commands need no config with it)")
+	root.PersistentFlags().BoolVar(&g.write, "write", false,
+		"with --db: let a command that changes the database (replay, prune, ...) change a file no serve owns")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	for _, add := range commands {
 		root.AddCommand(add(g))
@@ -73,7 +78,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "hookwarden:", err)
+	fmt.Fprintln(g.stderr, "hookwarden:", err)
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		return 2

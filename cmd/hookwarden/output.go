@@ -4,6 +4,7 @@ package main
 // without a configuration, tables, JSON lines, times, progress.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -91,11 +92,40 @@ func sinceFlag(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d.D()), nil
 }
 
-// writeJSONLine writes v as one line of JSON.
+// writeJSONLine writes v as one line of JSON, exact: straight to the raw
+// writer (not through the text escaping of safetext.go). encoding/json
+// escapes C0 controls; DEL, C1 controls and bidi overrides are escaped here
+// too (\u009b), which decodes to the same string, so a terminal never sees
+// them raw.
 func writeJSONLine(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := rawWriter(w).Write(jsonEscapeControls(b.Bytes()))
+	return err
+}
+
+// jsonEscapeControls rewrites DEL and C1 characters of encoded JSON as
+// \u escapes. They can only occur inside strings, where the escape means
+// the same character.
+func jsonEscapeControls(b []byte) []byte {
+	if !bytes.ContainsFunc(b, func(r rune) bool { return r == 0x7f || unsafeRune(r) }) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == 0x7f || unsafeRune(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 func newTable(w io.Writer) *tabwriter.Writer {
@@ -174,8 +204,9 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, label string) *progress {
-	p := &progress{w: w, label: label, step: -1}
-	if f, ok := w.(*os.File); ok && isTerminal(f) {
+	// The bar's own text is safe, and its \r must reach the terminal.
+	p := &progress{w: rawWriter(w), label: label, step: -1}
+	if f, ok := osFile(w); ok && isTerminal(f) {
 		p.tty = true
 	}
 	return p

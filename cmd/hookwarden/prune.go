@@ -53,7 +53,10 @@ func newPruneCmd(g *globals) *cobra.Command {
                       their receipts, jobs and attempts (the dedup memory)
 
 Dead letters, pending events and quarantined requests are never pruned: they are
-counted and listed as kept. Works in small batches; safe while serve runs.`,
+counted and listed as kept. Works in small batches; safe while serve runs.
+With --db, the file must be owned by a running serve or --write given (a
+forensic copy is never changed by accident); each pass is kept in the audit
+log. --dry-run changes nothing and needs neither.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -68,12 +71,17 @@ counted and listed as kept. Works in small batches; safe while serve runs.`,
 			if err != nil {
 				return err
 			}
-			s, _, err := g.openStore(ctx, dryRun)
+			var s *sqlitestore.Store
+			if dryRun { // changes nothing: no guard, and a read-only open
+				s, _, err = g.openStore(ctx, true)
+			} else {
+				s, _, _, err = g.openWriteStore(ctx, "prune")
+			}
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			res, err := s.Prune(ctx, sqlitestore.PruneOptions{Retention: ret, DryRun: dryRun})
+			res, err := s.Prune(ctx, sqlitestore.PruneOptions{Retention: ret, DryRun: dryRun, Audit: cliAudit()})
 			if err != nil {
 				return err
 			}

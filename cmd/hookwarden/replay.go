@@ -32,7 +32,12 @@ destination's full max_attempts again. The Idempotency-Key stays SOURCE:EVENT_ID
 A job dead-lettered 3 times needs --force: the app refused it thrice. An event
 whose payload was pruned cannot be replayed. Jobs are reset in batches of 500,
 each a short write, so a running serve keeps ingesting; it picks the jobs up
-within about a second.`,
+within about a second. Every id not replayed is named with the reason; when
+nothing was replayed the command exits 1.
+
+With --db, the file must be owned by a running serve (it is then the live
+database), or --write must be given: a copy kept for forensics is never
+changed by accident. Each replay is kept in the audit log (events show).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case sel.Dead && len(args) > 0:
@@ -52,11 +57,12 @@ within about a second.`,
 				return err
 			}
 			ctx := cmd.Context()
-			s, cfg, err := g.openStore(ctx, false)
+			s, cfg, target, err := g.openWriteStore(ctx, "replay")
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			opt.Audit = cliAudit()
 
 			bar := newProgress(g.stderr, "replay")
 			opt.Progress = func(done, total int) {
@@ -77,13 +83,15 @@ within about a second.`,
 					return err
 				}
 			} else {
-				printReplay(g, res, cfg != nil, destinationSet(cfg))
+				printReplay(g, res, target, cfg != nil, destinationSet(cfg))
 			}
-			if len(res.Skipped) > 0 {
-				return fmt.Errorf("replay: %s not replayed", plural(len(res.Skipped), "job or event", "jobs or events"))
-			}
-			if res.Selected == 0 {
+			switch {
+			case res.Replayed == 0 && len(res.Skipped) == 0:
 				return errors.New("replay: nothing matched")
+			case res.Replayed == 0:
+				return errors.New("replay: nothing replayed")
+			case len(res.Skipped) > 0:
+				return fmt.Errorf("replay: %s not replayed", plural(len(res.Skipped), "job or event", "jobs or events"))
 			}
 			return nil
 		},
@@ -110,12 +118,23 @@ func destinationSet(cfg *config.Config) map[string]bool {
 	return set
 }
 
-func printReplay(g *globals, res sqlitestore.ReplayResult, haveConfig bool, configured map[string]bool) {
+// printReplay says what a replay did, and only that: what was not replayed
+// and why on stderr, the success line only when a job was reset.
+func printReplay(g *globals, res sqlitestore.ReplayResult, target writeTarget, haveConfig bool, configured map[string]bool) {
 	for _, k := range res.Skipped {
 		fmt.Fprintln(g.stderr, "not replayed:", k)
 	}
-	fmt.Fprintf(g.stdout, "replayed %d of %s: due now, same Idempotency-Key; a running serve delivers them within a second or two\n",
-		res.Replayed, plural(res.Selected, "job", "jobs"))
+	if res.Replayed == 0 {
+		switch {
+		case res.Selected > 0:
+			fmt.Fprintf(g.stdout, "replayed none of %s: nothing changed\n", plural(res.Selected, "job", "jobs"))
+		case len(res.Skipped) > 0:
+			fmt.Fprintln(g.stdout, "replayed nothing: nothing changed")
+		}
+		return
+	}
+	fmt.Fprintf(g.stdout, "replayed %d of %s: due now, same Idempotency-Key; %s\n",
+		res.Replayed, plural(res.Selected, "job", "jobs"), target.deliveryNote())
 	if haveConfig {
 		for _, d := range res.Destinations {
 			if !configured[d] {

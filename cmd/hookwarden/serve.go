@@ -118,7 +118,7 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	format := c.Format
 	if format == "" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && isTerminal(f) && os.Getenv("JOURNAL_STREAM") == "" {
+		if f, ok := osFile(w); ok && isTerminal(f) && os.Getenv("JOURNAL_STREAM") == "" {
 			format = "text"
 		}
 	}

@@ -73,7 +73,8 @@ func newSignCmd(g *globals) *cobra.Command {
 				hdr.Set("Content-Type", "application/json")
 			}
 			if sendURL == "" {
-				printCurl(g.stdout, "http://"+cfg.Listen+"/hooks/"+src.Name, hdr, body)
+				// Exact: a shell command whose body is the user's own file.
+				printCurl(rawWriter(g.stdout), "http://"+cfg.Listen+"/hooks/"+src.Name, hdr, body)
 				return nil
 			}
 			return send(g, sendURL, hdr, body)

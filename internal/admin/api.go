@@ -276,7 +276,8 @@ func (api *API) replay(w http.ResponseWriter, r *http.Request) {
 	// batches are committed one by one and a half-done replay is confusing.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
 	defer cancel()
-	res, err := api.o.Store.Replay(ctx, sel, sqlitestore.ReplayOptions{Force: req.Force})
+	res, err := api.o.Store.Replay(ctx, sel, sqlitestore.ReplayOptions{Force: req.Force,
+		Audit: &hookwarden.AuditEntry{Origin: hookwarden.AuditAPI, Actor: r.RemoteAddr}})
 	if err != nil {
 		api.fail(w, r, err)
 		return

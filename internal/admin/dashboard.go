@@ -343,7 +343,8 @@ func (d *Dashboard) replay(w http.ResponseWriter, r *http.Request) {
 	// Like the API: a replay finishes even if the browser goes away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
 	defer cancel()
-	res, err := d.o.Store.Replay(ctx, sel, sqlitestore.ReplayOptions{Force: f.Get("force") == "1"})
+	res, err := d.o.Store.Replay(ctx, sel, sqlitestore.ReplayOptions{Force: f.Get("force") == "1",
+		Audit: &hookwarden.AuditEntry{Origin: hookwarden.AuditDashboard, Actor: r.RemoteAddr}})
 	if err != nil {
 		d.o.Logger.Error("dashboard replay", "err", err)
 		http.Redirect(w, r, "/?error=replay", http.StatusSeeOther)
