@@ -116,12 +116,15 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.Receiver = receiver.New(sources, receiver.Options{
-		Recorder:       loggedRecorder{a.Store, a.log},
-		MaxBodyBytes:   a.cfg.Limits.MaxBodyBytes,
-		Notify:         func(d []string) { a.Workers.NotifyCreated(d...) },
-		Observer:       a.Metrics,
-		Logger:         a.log,
-		TrustedProxies: proxies,
+		Recorder:         loggedRecorder{a.Store, a.log},
+		MaxBodyBytes:     a.cfg.Limits.MaxBodyBytes,
+		MaxInflightBytes: a.cfg.Limits.MaxInflightBytes,
+		CommitTimeout:    a.cfg.Limits.CommitTimeout.D(),
+		RedactHeaders:    a.cfg.RedactHeaders,
+		Notify:           func(d []string) { a.Workers.NotifyCreated(d...) },
+		Observer:         a.Metrics,
+		Logger:           a.log,
+		TrustedProxies:   proxies,
 	})
 
 	token := ""
