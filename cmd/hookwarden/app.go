@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookwarden/hookwarden/internal/admin"
@@ -126,6 +127,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 		Logger:           a.log,
 		TrustedProxies:   proxies,
 	})
+	a.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookwarden_receiver_inflight_bytes",
+		Help: "Request body bytes held in memory now, of limits.max_inflight_bytes."},
+		func() float64 { return float64(a.Receiver.InflightBytes()) }))
 
 	token := ""
 	if a.cfg.Admin.Token != "" {

@@ -40,6 +40,12 @@ func declare(t *testing.T, addr string, contentLength int, first string) net.Con
 // page of RSS but 1 MiB of heap).
 func heapAlloc(t *testing.T, adm string) int64 {
 	t.Helper()
+	return int64(scrape(t, adm, "go_memstats_heap_alloc_bytes"))
+}
+
+// scrape reads one unlabelled series from the child's /metrics.
+func scrape(t *testing.T, adm, name string) float64 {
+	t.Helper()
 	resp, err := http.Get("http://" + adm + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -48,15 +54,15 @@ func heapAlloc(t *testing.T, adm string) int64 {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_alloc_bytes "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return int64(f)
+			return f
 		}
 	}
-	t.Fatal("no go_memstats_heap_alloc_bytes in /metrics")
+	t.Fatalf("no %s in /metrics", name)
 	return 0
 }
 
@@ -137,6 +143,9 @@ func idleDeclaredBodies(t *testing.T, extra string) {
 	// after them); give the last reads a moment, then take the peak.
 	time.Sleep(300 * time.Millisecond)
 	peak, heap := rssKB(t, pid, "VmHWM"), heapAlloc(t, adm)
+	if held := scrape(t, adm, "hookwarden_receiver_inflight_bytes"); held <= 0 {
+		t.Errorf("hookwarden_receiver_inflight_bytes %v with %d bodies open, want > 0", held, conns)
+	}
 	growth := peak - before
 	t.Logf("RSS %d KiB before, peak %d KiB with %d idle bodies: +%d KiB; heap in use %d -> %d KiB; answers %v",
 		before, peak, conns, growth, heapBefore>>10, heap>>10, codes)
@@ -148,6 +157,13 @@ func idleDeclaredBodies(t *testing.T, extra string) {
 	}
 	for _, c := range idle {
 		c.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for scrape(t, adm, "hookwarden_receiver_inflight_bytes") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("hookwarden_receiver_inflight_bytes never returned to 0 after the connections closed")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if got := do(t, signed(t, "http://"+hook+"/hooks/std", "msg_after", []byte(`{"type":"a"}`), time.Now(), testSecret)); got.Code != 200 {
 		t.Fatalf("after the idle connections closed: %+v", got)
