@@ -210,10 +210,11 @@ func TestMaxConnections(t *testing.T) {
 	}
 }
 
-// TestHTTP2AdvertisesSixteenStreams: with native TLS, the receiver's first
-// SETTINGS frame caps concurrent streams at 16, so one HTTP/2 connection
-// cannot hold 250 request bodies at once.
-func TestHTTP2AdvertisesSixteenStreams(t *testing.T) {
+// TestHTTP2SixteenStreamsPerConnection: with native TLS, the receiver's
+// first SETTINGS frame caps concurrent streams at 16 and a 17th is reset, so
+// one HTTP/2 connection cannot hold 250 request bodies at once. Raw frames:
+// Go's client would queue the 17th itself.
+func TestHTTP2SixteenStreamsPerConnection(t *testing.T) {
 	app := newSink(t)
 	dir := t.TempDir()
 	cfg, db := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "hw.db")
@@ -260,6 +261,52 @@ func TestHTTP2AdvertisesSixteenStreams(t *testing.T) {
 	}
 	if streams != 16 {
 		t.Fatalf("SETTINGS %s: MAX_CONCURRENT_STREAMS %d, want 16", strings.Join(settings, " "), streams)
+	}
+
+	// Enforced: acknowledge the settings, open 17 streams that each declare a
+	// 1 MiB body and send none of it; the 17th is reset, the first 16 are not.
+	frame := func(typ, flags byte, stream uint32, payload []byte) []byte {
+		f := []byte{byte(len(payload) >> 16), byte(len(payload) >> 8), byte(len(payload)), typ, flags, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(f[5:], stream)
+		return append(f, payload...)
+	}
+	// HPACK literal fields without indexing, new names (RFC 7541 section 6.2.2).
+	var block []byte
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":path", "/hooks/std"},
+		{":authority", hook}, {"content-type", "application/json"}, {"content-length", "1048576"}} {
+		block = append(block, 0, byte(len(kv[0])))
+		block = append(block, kv[0]...)
+		block = append(block, byte(len(kv[1])))
+		block = append(block, kv[1]...)
+	}
+	out := frame(0x4, 0x1, 0, nil) // SETTINGS ACK
+	for i := range 17 {
+		out = append(out, frame(0x1, 0x4, uint32(2*i+1), block)...) // HEADERS, END_HEADERS
+	}
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	const last = 2*16 + 1
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			t.Fatalf("no RST_STREAM for stream %d: %v", last, err)
+		}
+		payload := make([]byte, int(hdr[0])<<16|int(hdr[1])<<8|int(hdr[2]))
+		if _, err := io.ReadFull(r, payload); err != nil {
+			t.Fatal(err)
+		}
+		id := binary.BigEndian.Uint32(hdr[5:]) &^ (1 << 31)
+		switch hdr[3] {
+		case 0x7: // GOAWAY
+			t.Fatalf("GOAWAY instead of refusing one stream: %x", payload)
+		case 0x3: // RST_STREAM
+			if id != last {
+				t.Fatalf("stream %d reset (code %d); only the 17th (%d) should be", id, binary.BigEndian.Uint32(payload), last)
+			}
+			return
+		case 0x1:
+			t.Fatalf("stream %d answered while its body was never sent", id)
+		}
 	}
 }
 
