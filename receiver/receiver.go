@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -84,15 +85,39 @@ type Options struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// client in logs and receipts. Empty (default): the TCP peer is the client.
 	TrustedProxies []netip.Prefix
+	// MaxInflightBytes bounds the request body bytes held in memory, all
+	// requests together (default 64 MiB); past it, 503.
+	MaxInflightBytes int64
+	// CommitTimeout bounds how long a request waits for its commit (default
+	// 2s); past it, 503. The commit may still land: the provider's retry is
+	// then a duplicate.
+	CommitTimeout time.Duration
+	// RedactHeaders are stored as "[redacted]", besides the credentials
+	// always redacted (Authorization, Proxy-Authorization, Cookie,
+	// X-Api-Key). Any case; verification still sees the real values.
+	RedactHeaders []string
 }
+
+// DefaultMaxInflightBytes and DefaultCommitTimeout are the defaults of the
+// limits of the same names.
+const (
+	DefaultMaxInflightBytes = 64 << 20
+	DefaultCommitTimeout    = 2 * time.Second
+)
+
+// alwaysRedacted are credentials that never rest in the database.
+var alwaysRedacted = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key"}
 
 // Receiver serves POST /hooks/{source}. Sources can be swapped at run time
 // (config reload) without disturbing requests in flight.
 type Receiver struct {
-	opts     Options
-	sources  atomic.Pointer[map[string]*Source]
-	draining atomic.Bool
-	router   *mux.Router
+	opts      Options
+	budget    budget
+	deadlines *commitDeadlines
+	redacted  []string // canonical header names
+	sources   atomic.Pointer[map[string]*Source]
+	draining  atomic.Bool
+	router    *mux.Router
 }
 
 // New returns a Receiver serving the given sources.
@@ -115,7 +140,21 @@ func New(sources []Source, opts Options) *Receiver {
 	if opts.Notify == nil {
 		opts.Notify = func([]string) {}
 	}
+	if opts.MaxInflightBytes <= 0 {
+		opts.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if opts.CommitTimeout <= 0 {
+		opts.CommitTimeout = DefaultCommitTimeout
+	}
 	rc := &Receiver{opts: opts}
+	rc.budget.max = opts.MaxInflightBytes
+	rc.deadlines = newCommitDeadlines(opts.CommitTimeout)
+	rc.redacted = append(rc.redacted, alwaysRedacted...)
+	for _, h := range opts.RedactHeaders {
+		if c := http.CanonicalHeaderKey(strings.TrimSpace(h)); c != "" && !slices.Contains(rc.redacted, c) {
+			rc.redacted = append(rc.redacted, c)
+		}
+	}
 	rc.SetSources(sources)
 	r := mux.NewRouter()
 	r.HandleFunc("/hooks/{source}", rc.serveHook)
@@ -171,12 +210,24 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		rc.unavailable(w)
 		return "unavailable"
 	}
-	body, err := rc.readBody(w, r)
+	body, held, err := rc.readBody(w, r)
+	defer rc.budget.release(held)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			answer(w, http.StatusRequestEntityTooLarge, "too_large")
 			return "too_large"
+		}
+		if errors.Is(err, errBudget) {
+			// The rest of the body stays unread: over HTTP/1 the connection
+			// must close, or net/http would wait to drain it.
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
+			}
+			rc.opts.Logger.Debug("request refused: in-flight body budget full", "source", src.Name,
+				"max_inflight_bytes", rc.opts.MaxInflightBytes, "remote", rc.remoteAddr(r))
+			rc.unavailable(w)
+			return "unavailable"
 		}
 		// The client went away or stalled past the read timeout.
 		answer(w, http.StatusBadRequest, "bad_request")
@@ -202,16 +253,21 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 
 	rec := &hookwarden.Receipt{
 		Source:     src.Name,
-		Header:     redact(r.Header),
+		Header:     rc.redact(r.Header),
 		Body:       body,
 		BodySHA256: sha256.Sum256(body),
 		RemoteAddr: rc.remoteAddr(r),
 		ReceivedAt: now,
 	}
 	rc.events(src, rec)
-	res, err := rc.opts.Recorder.Record(r.Context(), rec)
+	res, err := rc.opts.Recorder.Record(rc.deadlines.get(), rec)
 	if err != nil {
-		if !errors.Is(err, hookwarden.ErrUnavailable) && r.Context().Err() == nil {
+		switch {
+		case r.Context().Err() != nil: // the client left
+		case errors.Is(err, context.DeadlineExceeded):
+			// The commit may still land; the retry then finds the claim.
+			rc.opts.Logger.Warn("commit timed out", "source", src.Name, "commit_timeout", rc.opts.CommitTimeout)
+		case !errors.Is(err, hookwarden.ErrUnavailable):
 			rc.opts.Logger.Error("record receipt", "source", src.Name, "err", err)
 		}
 		rc.unavailable(w)
@@ -239,26 +295,6 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 	}
 	answer(w, http.StatusOK, string(res.Outcome))
 	return string(res.Outcome)
-}
-
-// readBody reads the whole body once, refusing more than the limit.
-func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	limit := rc.opts.MaxBodyBytes
-	if r.ContentLength > limit {
-		return nil, &http.MaxBytesError{Limit: limit}
-	}
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	if r.ContentLength >= 0 {
-		// Exact-size read: one allocation, no regrowth.
-		buf := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		// Anything past Content-Length would be a protocol error; net/http
-		// already bounds the body by it.
-		return buf, nil
-	}
-	return io.ReadAll(rd)
 }
 
 // events extracts the request's events, or its quarantine reason.
@@ -367,14 +403,27 @@ func answer(w http.ResponseWriter, code int, status string) {
 	_, _ = io.WriteString(w, `{"status":"`+status+`"}`+"\n")
 }
 
-// redact copies the headers, hiding credentials that must not rest in the
-// database (Postmark's basic auth); signatures are kept for forensics.
-func redact(h http.Header) http.Header {
-	if _, ok := h["Authorization"]; !ok {
+// redact returns the headers to store: a copy with credentials (Postmark's
+// basic auth, cookies, API keys, the configured redact_headers) replaced by
+// "[redacted]", or h itself when it carries none. Signatures are kept for
+// forensics. The request's own headers are untouched: verification has
+// already seen them.
+func (rc *Receiver) redact(h http.Header) http.Header {
+	var c http.Header
+	// net/http canonicalises the names it parses (HTTP/1 and HTTP/2), and
+	// so were the configured ones: a map lookup ignores case.
+	for _, name := range rc.redacted {
+		if _, ok := h[name]; !ok {
+			continue
+		}
+		if c == nil {
+			c = h.Clone()
+		}
+		c[name] = []string{"[redacted]"}
+	}
+	if c == nil {
 		return h
 	}
-	c := h.Clone()
-	c["Authorization"] = []string{"[redacted]"}
 	return c
 }
 
@@ -404,5 +453,8 @@ func NewServer(addr string, h http.Handler) *http.Server {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		// With native TLS one HTTP/2 connection could otherwise open 250
+		// streams, each a request body in memory.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 16},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookwarden/hookwarden/internal/admin"
@@ -118,13 +119,19 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.Receiver = receiver.New(sources, receiver.Options{
-		Recorder:       loggedRecorder{a.Store, a.log},
-		MaxBodyBytes:   a.cfg.Limits.MaxBodyBytes,
-		Notify:         func(d []string) { a.Workers.NotifyCreated(d...) },
-		Observer:       a.Metrics,
-		Logger:         a.log,
-		TrustedProxies: proxies,
+		Recorder:         loggedRecorder{a.Store, a.log},
+		MaxBodyBytes:     a.cfg.Limits.MaxBodyBytes,
+		MaxInflightBytes: a.cfg.Limits.MaxInflightBytes,
+		CommitTimeout:    a.cfg.Limits.CommitTimeout.D(),
+		RedactHeaders:    a.cfg.RedactHeaders,
+		Notify:           func(d []string) { a.Workers.NotifyCreated(d...) },
+		Observer:         a.Metrics,
+		Logger:           a.log,
+		TrustedProxies:   proxies,
 	})
+	a.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookwarden_receiver_inflight_bytes",
+		Help: "Request body bytes held in memory now, of limits.max_inflight_bytes."},
+		func() float64 { return float64(a.Receiver.InflightBytes()) }))
 
 	token := ""
 	if a.cfg.Admin.Token != "" {

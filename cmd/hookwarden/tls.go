@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hookwarden/hookwarden/internal/config"
+	"github.com/hookwarden/hookwarden/receiver"
 )
 
 // certReloader serves the certificate of tls.cert/tls.key and reads the
@@ -62,6 +63,8 @@ func listenReceiver(cfg *config.Config) (net.Listener, *certReloader, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("receiver listen: %w", err)
 	}
+	// Below TLS, so a connection counts from accept, handshake included.
+	ln = receiver.LimitListener(ln, cfg.Limits.MaxConnections)
 	if !cfg.TLS.Enabled() {
 		return ln, nil, nil
 	}

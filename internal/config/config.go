@@ -37,6 +37,10 @@ type Config struct {
 	// X-Forwarded-For is believed for the client address that is logged and
 	// recorded. Empty (the default): the TCP peer is the client.
 	TrustedProxies []string `mapstructure:"trusted_proxies"`
+	// RedactHeaders are request headers stored as "[redacted]" (any case),
+	// besides Authorization, Proxy-Authorization, Cookie and X-Api-Key,
+	// which always are.
+	RedactHeaders []string `mapstructure:"redact_headers"`
 }
 
 // TLS names a PEM certificate chain and its key. Paths may use ${VAR}, e.g.
@@ -88,6 +92,14 @@ type Database struct {
 // Limits bound what one request may cost.
 type Limits struct {
 	MaxBodyBytes int64 `mapstructure:"max_body_bytes"` // default 1 MiB
+	// MaxInflightBytes: request bodies held in memory at once, all
+	// connections together (default 64 MiB); past it, 503.
+	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
+	// MaxConnections: open receiver connections (default 1024).
+	MaxConnections int `mapstructure:"max_connections"`
+	// CommitTimeout: the longest a request waits for its commit before 503
+	// (default 2s).
+	CommitTimeout Duration `mapstructure:"commit_timeout"`
 }
 
 // Retention says how long data is kept.
@@ -164,6 +176,9 @@ const (
 	DefaultAdminListen  = "127.0.0.1:8081"
 	DefaultDatabasePath = "./data/hookwarden.db"
 	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxInflight  = 64 << 20
+	DefaultMaxConns     = 1024
+	DefaultCommitWait   = 2 * time.Second
 	DefaultPayloads     = 30 * Day
 	DefaultClaims       = 90 * Day
 	DefaultTolerance    = 5 * time.Minute
@@ -187,6 +202,13 @@ func (c *Config) ApplyDefaults() {
 	if c.Limits.MaxBodyBytes == 0 {
 		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if c.Limits.MaxInflightBytes == 0 {
+		c.Limits.MaxInflightBytes = DefaultMaxInflight
+	}
+	if c.Limits.MaxConnections == 0 {
+		c.Limits.MaxConnections = DefaultMaxConns
+	}
+	setDur(&c.Limits.CommitTimeout, DefaultCommitWait)
 	setDur(&c.Retention.Payloads, DefaultPayloads)
 	setDur(&c.Retention.Claims, DefaultClaims)
 	setStr(&c.Log.Level, "info")
@@ -312,6 +334,23 @@ func (c *Config) Validate() []Problem {
 	}
 	if c.Limits.MaxBodyBytes < 0 {
 		add("limits.max_body_bytes", "must be positive")
+	}
+	if c.Limits.MaxInflightBytes < 0 {
+		add("limits.max_inflight_bytes", "must be positive")
+	} else if c.Limits.MaxInflightBytes < c.Limits.MaxBodyBytes {
+		add("limits.max_inflight_bytes", "%d is less than limits.max_body_bytes (%d): the largest body allowed could never be read",
+			c.Limits.MaxInflightBytes, c.Limits.MaxBodyBytes)
+	}
+	if c.Limits.MaxConnections < 0 {
+		add("limits.max_connections", "must be positive")
+	}
+	if c.Limits.CommitTimeout < 0 {
+		add("limits.commit_timeout", "must be positive")
+	}
+	for i, h := range c.RedactHeaders {
+		if !validHeaderName(h) {
+			add(fmt.Sprintf("redact_headers[%d]", i), "%q is not a header name", h)
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -538,4 +577,20 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validHeaderName reports whether s is an HTTP field name (an RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
+		default:
+			return false
+		}
+	}
+	return true
 }

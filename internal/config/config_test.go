@@ -114,6 +114,28 @@ func TestAdminTokenRequiredOffLoopback(t *testing.T) {
 	}
 }
 
+func TestDoorLimitsDefaultsAndProblems(t *testing.T) {
+	c := Config{Sources: []Source{{Name: "s", Scheme: "none", AllowUnsigned: true}}}
+	c.ApplyDefaults()
+	if c.Limits.MaxInflightBytes != 64<<20 || c.Limits.MaxConnections != 1024 || c.Limits.CommitTimeout.D() != 2*time.Second {
+		t.Fatalf("defaults: %+v", c.Limits)
+	}
+	if ps := Errors(c.Validate()); len(ps) != 0 {
+		t.Fatalf("defaults have problems: %v", ps)
+	}
+	c.Limits.MaxInflightBytes = c.Limits.MaxBodyBytes - 1
+	c.Limits.MaxConnections = -1
+	c.RedactHeaders = []string{"X-Ok", "bad header", ""}
+	var got []string
+	for _, p := range Errors(c.Validate()) {
+		got = append(got, p.Path)
+	}
+	want := "limits.max_inflight_bytes limits.max_connections redact_headers[1] redact_headers[2]"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("problems at %v, want %s", got, want)
+	}
+}
+
 func FuzzParseDuration(f *testing.F) {
 	for _, s := range []string{"30d", "1d12h", "90m", "-1d", "d", "1.5h", "9999999999999d", "1d1d"} {
 		f.Add(s)

@@ -431,6 +431,42 @@ func TestTwilio(t *testing.T) {
 	}
 }
 
+// TestTwilioQueryWithURL: a callback URL in the query ("cb=https://...")
+// does not make the request URI absolute; it is still resolved against
+// public_url. An absolute-form request URI is still taken as it is.
+func TestTwilioQueryWithURL(t *testing.T) {
+	t.Parallel()
+	const public = "https://hooks.example.com/hooks/twilio"
+	const query = "?cb=https://x.example/y"
+	body := []byte("MessageSid=SM1&MessageStatus=delivered")
+	// What Twilio signs is the URL it called: public_url plus the query.
+	h, err := Sign(Params{Scheme: "twilio", Secrets: []string{"tok"}, PublicURL: public + query}, body, time.Now(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := New(Params{Scheme: "twilio", Secrets: []string{"tok"}, PublicURL: public})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"/hooks/twilio" + query, public + query} {
+		if err := v.Verify(&Request{Header: h, Body: body, URL: u}); err != nil {
+			t.Errorf("URL %q: %v", u, err)
+		}
+	}
+	// The query is still covered: another callback fails.
+	if err := v.Verify(&Request{Header: h, Body: body, URL: "/hooks/twilio?cb=https://evil.example/y"}); !errors.Is(err, ErrMismatch) {
+		t.Errorf("other callback: got %v, want ErrMismatch", err)
+	}
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{{"http://a/b", true}, {"HTTPS://a", true}, {"/p?x=https://a", false}, {"ftp://a", false}, {"http:/a", false}, {"", false}} {
+		if got := absoluteHTTP(tc.in); got != tc.want {
+			t.Errorf("absoluteHTTP(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestHMACVariants(t *testing.T) {
 	t.Parallel()
 	for _, hp := range []HMACParams{

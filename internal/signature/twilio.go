@@ -56,9 +56,12 @@ func buildTwilio(p Params) (Verifier, error) {
 	return &twilioVerifier{keys: rawKeys(p.Secrets), publicURL: p.PublicURL}, nil
 }
 
-// effectiveURL resolves Request.URL against the configured public URL.
+// effectiveURL resolves Request.URL against the configured public URL. Only
+// an http:// or https:// prefix makes it absolute (a proxy's absolute-form
+// request): a "://" further on is a callback URL in the query, and the
+// origin-form request is still resolved against public_url.
 func (v *twilioVerifier) effectiveURL(reqURL string) string {
-	if strings.Contains(reqURL, "://") {
+	if absoluteHTTP(reqURL) {
 		return reqURL
 	}
 	_, q, ok := strings.Cut(reqURL, "?")
@@ -69,6 +72,15 @@ func (v *twilioVerifier) effectiveURL(reqURL string) string {
 		return v.publicURL + "&" + q
 	}
 	return v.publicURL + "?" + q
+}
+
+func absoluteHTTP(u string) bool {
+	for _, p := range []string{"http://", "https://"} {
+		if len(u) >= len(p) && strings.EqualFold(u[:len(p)], p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (v *twilioVerifier) Verify(r *Request) error {
