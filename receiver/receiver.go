@@ -42,8 +42,11 @@ type Source struct {
 	EventID   extract.Extractor
 	EventType extract.Extractor
 	// Batch: the body is a JSON array, one event per element (SendGrid).
-	Batch        bool
-	Destinations []Destination
+	Batch bool
+	// BodyReplayCheck: the signature does not cover the event id, so a
+	// signed body already claimed under another id is quarantined.
+	BodyReplayCheck bool
+	Destinations    []Destination
 }
 
 // Destination is a delivery target's name and event-type filter.
@@ -61,6 +64,9 @@ type Observer interface {
 	Event(source, eventType string, outcome hookwarden.Outcome, divergent bool)
 	// Unauthorized is called per failed verification with the reason.
 	Unauthorized(source, reason string)
+	// Quarantined is called per quarantined request with its kind
+	// (hookwarden.QuarantineNoEventID or QuarantineBodyReplayed).
+	Quarantined(source, kind string)
 }
 
 type nopObserver struct{}
@@ -68,6 +74,7 @@ type nopObserver struct{}
 func (nopObserver) Request(string, string, time.Duration)          {}
 func (nopObserver) Event(string, string, hookwarden.Outcome, bool) {}
 func (nopObserver) Unauthorized(string, string)                    {}
+func (nopObserver) Quarantined(string, string)                     {}
 
 // Options configure a Receiver.
 type Options struct {
@@ -208,6 +215,7 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		RemoteAddr: rc.remoteAddr(r),
 		ReceivedAt: now,
 	}
+	rc.guard(src, vreq, rec)
 	rc.events(src, rec)
 	res, err := rc.opts.Recorder.Record(r.Context(), rec)
 	if err != nil {
@@ -216,6 +224,9 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		}
 		rc.unavailable(w)
 		return "unavailable"
+	}
+	if res.Outcome == hookwarden.Replayed {
+		return rc.replayed(w, r, src)
 	}
 	// Committed: from here on the answer is a success.
 	var notify []string
@@ -233,7 +244,9 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		rc.opts.Notify(notify)
 	}
 	if res.Outcome == hookwarden.Quarantined {
-		rc.opts.Logger.Warn("quarantined", "source", src.Name, "reason", rec.QuarantineReason, "receipt", res.ReceiptID)
+		rc.opts.Observer.Quarantined(src.Name, res.QuarantineKind)
+		rc.opts.Logger.Warn("quarantined", "source", src.Name, "reason", res.QuarantineKind, "detail", rec.QuarantineReason,
+			"receipt", res.ReceiptID)
 	} else {
 		rc.opts.Logger.Debug("recorded", "source", src.Name, "outcome", res.Outcome, "receipt", res.ReceiptID)
 	}
@@ -259,6 +272,25 @@ func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 		return buf, nil
 	}
 	return io.ReadAll(rd)
+}
+
+// guard asks the store for the replay checks the source's signature needs:
+// the body-replay check, and the one-time token a verifier handed out.
+func (rc *Receiver) guard(src *Source, vreq *signature.Request, rec *hookwarden.Receipt) {
+	rec.BodyReplayCheck = src.BodyReplayCheck
+	if t := vreq.Token; t != nil {
+		rec.Token = &hookwarden.Token{SHA256: sha256.Sum256([]byte(t.Value)), Expires: t.Expires}
+	}
+}
+
+// replayed answers a request whose one-time token the store had seen with
+// another body: refused like a bad signature, and nothing was recorded.
+func (rc *Receiver) replayed(w http.ResponseWriter, r *http.Request, src *Source) string {
+	reason := signature.Reason(signature.ErrReplayed)
+	rc.opts.Observer.Unauthorized(src.Name, reason)
+	rc.opts.Logger.Warn("request refused", "source", src.Name, "reason", reason, "remote", rc.remoteAddr(r))
+	answer(w, http.StatusUnauthorized, "unauthorized")
+	return "unauthorized"
 }
 
 // events extracts the request's events, or its quarantine reason.

@@ -240,7 +240,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (items []EventSum
 }
 
 func (s *Store) listQuarantined(ctx context.Context, f EventFilter) (items []EventSummary, next int64, err error) {
-	var where []string
+	where := []string{"q.released_at IS NULL"} // a released request is an event now
 	var args []any
 	if f.Source != "" {
 		where, args = append(where, "q.source = ?"), append(args, f.Source)
