@@ -79,11 +79,13 @@ func (s *Store) quarantineTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Rece
 }
 
 // bodyKeyTx inserts the body key of a receipt whose signature does not cover
-// its event id. replayed is set, with the id that claimed the body first,
-// when the body was claimed under another id that is not this one. The
-// unique key decides, not a read before the insert, so the check holds for
-// concurrent copies on any store that has unique keys.
-func (s *Store) bodyKeyTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string) (orig string, replayed bool, err error) {
+// its event id. conflict is set, with the id that claimed the body first,
+// when the body was claimed under another id. The unique key decides, not a
+// read before the insert, so the check holds for concurrent copies on any
+// store with unique keys (PostgreSQL: INSERT ... ON CONFLICT DO NOTHING).
+// The caller quarantines unless the receipt's own id is claimed (then it is
+// a plain duplicate, whatever its body: nothing new is delivered either way).
+func (s *Store) bodyKeyTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string) (orig string, conflict bool, err error) {
 	res, err := tx.StmtContext(ctx, s.stmts.bodyKey).ExecContext(ctx, source, ev.BodySHA256[:], ev.ID, at)
 	if err != nil {
 		return "", false, fmt.Errorf("insert body key: %w", err)
@@ -96,20 +98,107 @@ func (s *Store) bodyKeyTx(ctx context.Context, tx *sql.Tx, source string, ev *ho
 	if err := tx.StmtContext(ctx, s.stmts.bodyKeyLookup).QueryRowContext(ctx, source, ev.BodySHA256[:]).Scan(&orig); err != nil {
 		return "", false, fmt.Errorf("look up body key: %w", err)
 	}
-	if orig == ev.ID {
-		return orig, false, nil // the same event again: a provider retry
-	}
-	// A claimed id stays a duplicate, whatever its body: nothing new is
-	// delivered either way, and the claim's log is where it belongs.
+	return orig, orig != ev.ID, nil // the same id again is a provider retry
+}
+
+// claimedTx reports whether source/id is claimed.
+func (s *Store) claimedTx(ctx context.Context, tx *sql.Tx, source, id string) (bool, error) {
 	var ref int64
-	err = tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, new([]byte))
+	err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, id).Scan(&ref, new([]byte))
 	switch {
 	case err == nil:
-		return orig, false, nil
+		return true, nil
 	case errors.Is(err, sql.ErrNoRows):
-		return orig, true, nil
+		return false, nil
 	}
-	return "", false, fmt.Errorf("look up claimed event: %w", err)
+	return false, fmt.Errorf("look up claimed event: %w", err)
+}
+
+// replayedHeld is how a body replayed under id, first claimed as orig, is held.
+func replayedHeld(id, orig string) held {
+	return held{kind: hookwarden.QuarantineBodyReplayed, reason: "signed body already claimed as event " + orig,
+		candidate: id, original: orig}
+}
+
+// bodyReplaysMany runs the body-replay check of the receipts of a recordMany
+// batch that need it and holds the replays, with what singleTx would do had
+// they run one after the other in batch order. It returns the receipts that
+// go on to be claimed. The body keys go in with multi-row inserts; a
+// receipt whose key was not inserted looks the key up, and is held unless
+// its own id is claimed, before or by an earlier receipt of the batch.
+func (s *Store) bodyReplaysMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) ([]*recordOp, error) {
+	var keyed []*recordOp
+	for _, rc := range recs {
+		if rc.r.BodyReplayCheck {
+			keyed = append(keyed, rc)
+		}
+	}
+	if len(keyed) == 0 {
+		return recs, nil
+	}
+	type bkey struct {
+		source, id string
+		sum        [32]byte
+	}
+	inserted := make(map[bkey]bool, len(keyed))
+	args := make([]any, 0, 4<<(manyLog-1))
+	err := chunks(len(keyed), func(lo, size, l int) error {
+		args = args[:0]
+		for _, rc := range keyed[lo : lo+size] {
+			ev := &rc.r.Events[0]
+			args = append(args, rc.r.Source, ev.BodySHA256[:], ev.ID, rc.at)
+		}
+		rows, err := tx.StmtContext(ctx, s.stmts.many.bodyKey[l]).QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k bkey
+			var sum []byte
+			if err := rows.Scan(&k.source, &sum, &k.id); err != nil {
+				return err
+			}
+			copy(k.sum[:], sum)
+			inserted[k] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert body keys: %w", err)
+	}
+
+	type key struct{ source, id string }
+	here := make(map[key]bool, len(recs))
+	out := recs[:0:0]
+	for _, rc := range recs {
+		ev := &rc.r.Events[0]
+		k := key{rc.r.Source, ev.ID}
+		if bk := (bkey{rc.r.Source, ev.ID, ev.BodySHA256}); rc.r.BodyReplayCheck && !inserted[bk] && !here[k] {
+			var orig string
+			if err := tx.StmtContext(ctx, s.stmts.bodyKeyLookup).QueryRowContext(ctx, rc.r.Source, ev.BodySHA256[:]).Scan(&orig); err != nil {
+				return nil, fmt.Errorf("look up body key: %w", err)
+			}
+			if orig != ev.ID {
+				claimed, err := s.claimedTx(ctx, tx, rc.r.Source, ev.ID)
+				if err != nil {
+					return nil, err
+				}
+				if !claimed {
+					*rc.res = hookwarden.RecordResult{}
+					if err := s.quarantineTx(ctx, tx, rc.r, rc.headers, rc.at, rc.res, replayedHeld(ev.ID, orig)); err != nil {
+						return nil, err
+					}
+					continue
+				}
+			}
+		} else if rc.r.BodyReplayCheck {
+			delete(inserted, bk) // the first receipt with the key inserted it
+		}
+		here[k] = true
+		out = append(out, rc)
+	}
+	return out, nil
 }
 
 // tokenTx inserts the receipt's one-time token and reports whether the

@@ -300,3 +300,86 @@ func TestRetentionOfQuarantineAndBodyKeys(t *testing.T) {
 		t.Fatalf("quarantine rows left: %d", n)
 	}
 }
+
+// TestRecordManyBodyReplaysMatchOneByOne: receipts with the body-replay
+// check that commit in one writer batch (the multi-row path) get the
+// outcome they would get one by one, in queue order.
+func TestRecordManyBodyReplaysMatchOneByOne(t *testing.T) {
+	t.Parallel()
+	cases := func() []*hookwarden.Receipt {
+		return []*hookwarden.Receipt{
+			keyed("a", `{"n":1}`, "gh/app"),
+			keyed("b", `{"n":1}`, "gh/app"), // replay of a
+			keyed("a", `{"n":1}`, "gh/app"), // retry of a
+			keyed("c", `{"n":2}`, "gh/app"),
+			keyed("c", `{"n":1}`, "gh/app"), // c is claimed (earlier in the batch): a duplicate
+			receipt("gh", "x", `{"n":1}`, "gh/app"),
+			keyed("d", `{"n":1}`, "gh/app"), // another replay of a: a repeat of b's hold
+			keyed("old", `{"n":0}`, "gh/app"),
+			keyed("e", `{"n":0}`, "gh/app"), // replay of a claim from before the batch
+			keyed("f", `{"n":3}`, "gh/app"),
+			keyed("f", `{"n":3}`, "gh/app"),
+			receipt("gh", "", `no id`),
+		}
+	}
+	type result struct {
+		outcome hookwarden.Outcome
+		kind    string
+	}
+	run := func(batch bool) ([]result, *Store) {
+		var mu sync.Mutex
+		var sizes []int
+		s := MustOpen(t, Options{OnCommit: func(n int, _ time.Duration, _ error) { mu.Lock(); sizes = append(sizes, n); mu.Unlock() }})
+		ctx := context.Background()
+		mustRecord(t, s, keyed("old", `{"n":0}`, "gh/app"))
+		rs := cases()
+		out := make([]result, len(rs))
+		if !batch {
+			for i, r := range rs {
+				res := mustRecord(t, s, r)
+				out[i] = result{res.Outcome, res.QuarantineKind}
+			}
+			return out, s
+		}
+		release := holdWriter(t, s)
+		var wg sync.WaitGroup
+		for i, r := range rs {
+			wg.Go(func() {
+				res, err := s.Record(ctx, r)
+				if err != nil {
+					t.Error(err)
+				}
+				out[i] = result{res.Outcome, res.QuarantineKind}
+			})
+			for len(s.ops) < i+1 {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		release()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if last := sizes[len(sizes)-1]; last != len(rs) {
+			t.Fatalf("last batch had %d requests, want %d", last, len(rs))
+		}
+		return out, s
+	}
+	one, s1 := run(false)
+	many, s2 := run(true)
+	want := []hookwarden.Outcome{"accepted", "quarantined", "duplicate", "accepted", "duplicate", "accepted",
+		"quarantined", "duplicate", "quarantined", "accepted", "duplicate", "quarantined"}
+	for i := range want {
+		if one[i].outcome != want[i] {
+			t.Errorf("one by one, case %d: %s, want %s", i, one[i].outcome, want[i])
+		}
+		if many[i] != one[i] {
+			t.Errorf("batch, case %d: %+v, one by one %+v", i, many[i], one[i])
+		}
+	}
+	for _, q := range []string{`SELECT count(*) FROM jobs`, `SELECT count(*) FROM body_keys`, `SELECT count(*) FROM receipts`,
+		`SELECT sum(count) FROM quarantine`, `SELECT count(*) FROM quarantine WHERE kind = 'body_replayed'`} {
+		if a, b := count(t, s1, q), count(t, s2, q); a != b {
+			t.Errorf("%s: one by one %d, batch %d", q, a, b)
+		}
+	}
+}

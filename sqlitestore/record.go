@@ -245,13 +245,18 @@ func (s *Store) insertReceipt(ctx context.Context, tx *sql.Tx, r *hookwarden.Rec
 func (s *Store) singleTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers, at string, res *hookwarden.RecordResult) error {
 	ev := &r.Events[0]
 	if r.BodyReplayCheck {
-		orig, replayed, err := s.bodyKeyTx(ctx, tx, r.Source, ev, at)
+		orig, conflict, err := s.bodyKeyTx(ctx, tx, r.Source, ev, at)
 		if err != nil {
 			return err
 		}
-		if replayed {
-			return s.quarantineTx(ctx, tx, r, headers, at, res, held{kind: hookwarden.QuarantineBodyReplayed,
-				reason: "signed body already claimed as event " + orig, candidate: ev.ID, original: orig})
+		if conflict {
+			claimed, err := s.claimedTx(ctx, tx, r.Source, ev.ID)
+			if err != nil {
+				return err
+			}
+			if !claimed {
+				return s.quarantineTx(ctx, tx, r, headers, at, res, replayedHeld(ev.ID, orig))
+			}
 		}
 	}
 	ref, isNew, divergent, unknown, err := s.claimTx(ctx, tx, r.Source, ev, at)
@@ -327,10 +332,9 @@ type recordOp struct {
 
 // single reports whether the receipt carries one event that is the whole
 // body: the common case, which recordMany commits with multi-row statements.
-// A receipt with a body-replay check or a one-time token takes singleTx:
-// either may turn it into something other than a claim.
+// A receipt with a one-time token (Mailgun) takes singleTx.
 func (rc *recordOp) single() bool {
-	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && !rc.r.BodyReplayCheck && rc.r.Token == nil
+	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil
 }
 
 // manyLog bounds the multi-row statements: one of each size 1, 2, 4, ...,
@@ -340,8 +344,8 @@ const manyLog = 9
 
 // manyStmts are the multi-row forms of the claim, receipt and job inserts.
 type manyStmts struct {
-	claim, receipt, job [manyLog]*sql.Stmt
-	maxReceipt, maxJob  *sql.Stmt
+	claim, receipt, job, bodyKey [manyLog]*sql.Stmt
+	maxReceipt, maxJob           *sql.Stmt
 }
 
 func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -371,6 +375,9 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 				rows("(?, ?, ?, ?, ?, ?, ?, ?, ?)", n)},
 			{&m.job[l], `INSERT INTO jobs (id, event_ref, destination, state, attempts, next_at, leased_until, created_at) VALUES ` +
 				rows("(?, ?, ?, 'pending', ?, ?, ?, ?)", n)},
+			// As for the claims: rows go in order, the first copy of a body wins.
+			{&m.bodyKey[l], `INSERT INTO body_keys (source, body_sha256, event_id, claimed_at) VALUES ` +
+				rows("(?, ?, ?, ?)", n) + ` ON CONFLICT (source, body_sha256) DO NOTHING RETURNING source, body_sha256, event_id`},
 		} {
 			if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
 				return fmt.Errorf("prepare statement: %w", err)
@@ -382,7 +389,7 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (m *manyStmts) close() {
 	for l := range manyLog {
-		for _, st := range []*sql.Stmt{m.claim[l], m.receipt[l], m.job[l]} {
+		for _, st := range []*sql.Stmt{m.claim[l], m.receipt[l], m.job[l], m.bodyKey[l]} {
 			if st != nil {
 				st.Close()
 			}
@@ -415,10 +422,19 @@ func chunks(n int, f func(lo, size, l int) error) error {
 // outcome of each request is what singleTx would give it had the requests
 // run one after the other in batch order.
 func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) error {
+	// Replayed bodies are held first, one by one (attacks are rare; the
+	// key insert of every other receipt is one small statement).
+	recs, err := s.bodyReplaysMany(ctx, tx, recs)
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return nil
+	}
 	type key struct{ source, id string }
 	claimed := make(map[key]int64, len(recs))
 	args := make([]any, 0, 9<<(manyLog-1))
-	err := chunks(len(recs), func(lo, size, l int) error {
+	err = chunks(len(recs), func(lo, size, l int) error {
 		args = args[:0]
 		for _, rc := range recs[lo : lo+size] {
 			ev := &rc.r.Events[0]
