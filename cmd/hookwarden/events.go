@@ -131,6 +131,7 @@ func printQuarantined(w io.Writer, items []sqlitestore.EventSummary) {
 			oneLine(e.Reason, 80))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\na held request is not an event yet: hookwarden quarantine show RECEIPT (then release or drop)")
 }
 
 func newEventsShowCmd(g *globals) *cobra.Command {
@@ -154,7 +155,8 @@ it (the first and each duplicate), and every attempt to each destination.
 			defer s.Close()
 			d, err := s.ShowEvent(ctx, args[0], args[1])
 			if errors.Is(err, hookwarden.ErrNotFound) {
-				return fmt.Errorf("no event %q from source %q in %s", args[1], args[0], s.Path())
+				return fmt.Errorf("no event %q from source %q in %s (a held request is not an event: hookwarden quarantine list)",
+					args[1], args[0], s.Path())
 			}
 			if err != nil {
 				return err
