@@ -235,9 +235,10 @@ type Held struct {
 	CandidateEventID string `json:"candidate_event_id"`
 	OriginalEventID  string `json:"original_event_id"`
 	// Repeats counts the copies of the same body that came after the first.
-	Repeats    int       `json:"repeats"`
-	LastAt     time.Time `json:"last_at"`
-	ReleasedAt time.Time `json:"released_at,omitzero"`
+	Repeats int       `json:"repeats"`
+	LastAt  time.Time `json:"last_at"`
+	// ReleasedAt is when an operator released it; nil (null) while held.
+	ReleasedAt *time.Time `json:"released_at"`
 	// ReleasedEventID is the id it was released under.
 	ReleasedEventID string `json:"released_event_id,omitempty"`
 }
@@ -272,7 +273,13 @@ func scanHeld(sc interface{ Scan(...any) error }, h *Held, extra ...any) error {
 		return err
 	}
 	h.Repeats = count - 1
-	return errors.Join(parseInto(&h.ReceivedAt, at), parseInto(&h.LastAt, last), parseNullInto(&h.ReleasedAt, released))
+	if released.Valid {
+		h.ReleasedAt = new(time.Time)
+		if err := parseInto(h.ReleasedAt, released.String); err != nil {
+			return err
+		}
+	}
+	return errors.Join(parseInto(&h.ReceivedAt, at), parseInto(&h.LastAt, last))
 }
 
 // ListQuarantine lists held requests (released ones included, until

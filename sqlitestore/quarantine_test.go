@@ -63,7 +63,7 @@ func TestBodyReplayedUnderNewIDIsQuarantined(t *testing.T) {
 	}
 	h := items[0]
 	if h.Source != "gh" || h.Reason != hookwarden.QuarantineBodyReplayed || h.CandidateEventID != "d-2" ||
-		h.OriginalEventID != "d-1" || h.Repeats != 1 || !h.ReleasedAt.IsZero() || h.ReceiptID != res.ReceiptID {
+		h.OriginalEventID != "d-1" || h.Repeats != 1 || h.ReleasedAt != nil || h.ReceiptID != res.ReceiptID {
 		t.Fatalf("held: %+v", h)
 	}
 
@@ -194,7 +194,7 @@ func TestReleaseAndDrop(t *testing.T) {
 	if !errors.Is(err, ErrAlreadyClaimed) {
 		t.Fatalf("release under a claimed id: %v, want ErrAlreadyClaimed", err)
 	}
-	if h, err := s.ShowQuarantined(ctx, replay.ReceiptID); err != nil || !h.ReleasedAt.IsZero() {
+	if h, err := s.ShowQuarantined(ctx, replay.ReceiptID); err != nil || h.ReleasedAt != nil {
 		t.Fatalf("after a refused release: %+v %v", h, err)
 	}
 	// Released under its candidate id, skipping the body check.
@@ -218,7 +218,7 @@ func TestReleaseAndDrop(t *testing.T) {
 	if again.Outcome != hookwarden.Quarantined || again.ReceiptID == replay.ReceiptID {
 		t.Fatalf("released body again: %+v", again)
 	}
-	if h, err := s.ShowQuarantined(ctx, again.ReceiptID); err != nil || h.CandidateEventID != "d-9" || !h.ReleasedAt.IsZero() {
+	if h, err := s.ShowQuarantined(ctx, again.ReceiptID); err != nil || h.CandidateEventID != "d-9" || h.ReleasedAt != nil {
 		t.Fatalf("held anew: %+v %v", h, err)
 	}
 

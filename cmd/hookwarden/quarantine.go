@@ -103,8 +103,8 @@ func printHeld(w io.Writer, items []sqlitestore.Held) {
 	fmt.Fprintln(tw, "RECEIVED (UTC)\tRECEIPT\tSOURCE\tREASON\tCANDIDATE ID\tORIGINAL ID\tREPEATS\tRELEASED (UTC)")
 	for _, h := range items {
 		released := "-"
-		if !h.ReleasedAt.IsZero() {
-			released = fmtUTC(h.ReleasedAt) + " as " + oneLine(h.ReleasedEventID, 40)
+		if h.ReleasedAt != nil {
+			released = fmtUTC(*h.ReleasedAt) + " as " + oneLine(h.ReleasedEventID, 40)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", fmtUTC(h.ReceivedAt), h.ReceiptID, h.Source, h.Reason,
 			orDash(oneLine(h.CandidateEventID, 40)), orDash(oneLine(h.OriginalEventID, 40)), h.Repeats, released)
@@ -162,10 +162,10 @@ func printHeldDetail(w io.Writer, d *sqlitestore.HeldDetail) {
 	fmt.Fprintf(tw, "original event id\t%s\n", orDash(d.OriginalEventID))
 	fmt.Fprintf(tw, "received\t%s from %s\n", fmtUTC(d.ReceivedAt), d.RemoteAddr)
 	fmt.Fprintf(tw, "repeats\t%d (last at %s)\n", d.Repeats, fmtUTC(d.LastAt))
-	if d.ReleasedAt.IsZero() {
+	if d.ReleasedAt == nil {
 		fmt.Fprintf(tw, "released\tno\n")
 	} else {
-		fmt.Fprintf(tw, "released\t%s as event %s\n", fmtUTC(d.ReleasedAt), d.ReleasedEventID)
+		fmt.Fprintf(tw, "released\t%s as event %s\n", fmtUTC(*d.ReleasedAt), d.ReleasedEventID)
 	}
 	fmt.Fprintf(tw, "sha256\t%s\n", d.BodySHA256)
 	tw.Flush()

@@ -203,7 +203,7 @@ func TestBodyReplayQuarantinedThroughTheBinary(t *testing.T) {
 	}
 	h := held[0]
 	if h.Reason != "body_replayed" || h.CandidateEventID != "d-2" || h.OriginalEventID != "d-1" || h.Repeats != 1 ||
-		!h.ReleasedAt.IsZero() || h.Source != "gh" {
+		h.ReleasedAt != nil || h.Source != "gh" {
 		t.Fatalf("held request: %+v", h)
 	}
 	resp, err := http.Get("http://" + c.adm + "/api/quarantine?source=gh")
@@ -216,7 +216,7 @@ func TestBodyReplayQuarantinedThroughTheBinary(t *testing.T) {
 	if len(pg.Items) != 1 {
 		t.Fatalf("/api/quarantine: %+v", pg)
 	}
-	for _, k := range []string{"receipt_id", "source", "received_at", "reason", "candidate_event_id", "original_event_id", "repeats"} {
+	for _, k := range []string{"receipt_id", "source", "received_at", "reason", "candidate_event_id", "original_event_id", "repeats", "released_at"} {
 		if _, ok := pg.Items[0][k]; !ok {
 			t.Errorf("/api/quarantine item lacks %s: %v", k, pg.Items[0])
 		}
@@ -242,7 +242,7 @@ func TestBodyReplayQuarantinedThroughTheBinary(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "already claimed") {
 		t.Fatalf("release as d-1: exit %d %s, want 1 and already claimed", code, errOut)
 	}
-	if h := heldList(t, "--db", c.db(), "--source", "gh"); len(h) != 1 || !h[0].ReleasedAt.IsZero() {
+	if h := heldList(t, "--db", c.db(), "--source", "gh"); len(h) != 1 || h[0].ReleasedAt != nil {
 		t.Fatalf("after a refused release: %+v", h)
 	}
 	// Release under its candidate id: claimed, delivered by the running serve.
@@ -253,7 +253,7 @@ func TestBodyReplayQuarantinedThroughTheBinary(t *testing.T) {
 	if r := app.wait(t); r.Header.Get("Hookwarden-Event-Id") != "d-2" || r.Header.Get("Idempotency-Key") != "gh:d-2" {
 		t.Fatalf("released delivery: %v", r.Header)
 	}
-	if h := heldList(t, "--db", c.db(), "--source", "gh"); len(h) != 1 || h[0].ReleasedAt.IsZero() || h[0].ReleasedEventID != "d-2" {
+	if h := heldList(t, "--db", c.db(), "--source", "gh"); len(h) != 1 || h[0].ReleasedAt == nil || h[0].ReleasedEventID != "d-2" {
 		t.Fatalf("after release: %+v", h)
 	}
 
