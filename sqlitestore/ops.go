@@ -651,8 +651,8 @@ ORDER BY 1`,
 			case "divergent", "batch-divergent", "pruned-divergent":
 				ss.Duplicates += n
 				ss.Divergent += n
-			case "quarantine":
-				ss.Quarantined = n
+			case "quarantine", "pruned-quarantined":
+				ss.Quarantined += n
 			case "pruned-last_received":
 				if t := time.Unix(int64(n), 0).UTC(); t.After(ss.LastReceivedAt) {
 					ss.LastReceivedAt = t

@@ -525,14 +525,41 @@ func (s *Store) pruneQuarantine(ctx context.Context, opt PruneOptions, res *Prun
 		n := 0
 		err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 			n = 0
-			ids, err := selectIDs(ctx, tx, `DELETE FROM quarantine WHERE (source, body_sha256) IN
-				(SELECT source, body_sha256 FROM quarantine WHERE `+quarantineExpired+` LIMIT ?2) RETURNING receipt_id`, cut, opt.BatchSize)
+			var ids []int64
+			type total struct{ n, last int64 }
+			totals := map[string]total{}
+			err := eachRow(ctx, tx, `DELETE FROM quarantine WHERE (source, body_sha256) IN
+				(SELECT source, body_sha256 FROM quarantine WHERE `+quarantineExpired+` LIMIT ?2)
+				RETURNING receipt_id, source, count, unixepoch(last_at)`, func(rows *sql.Rows) error {
+				var id, count, last int64
+				var source string
+				if err := rows.Scan(&id, &source, &count, &last); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+				t := totals[source]
+				totals[source] = total{t.n + count, max(t.last, last)}
+				return nil
+			}, cut, opt.BatchSize)
 			if err != nil {
 				return fmt.Errorf("delete: %w", err)
 			}
 			n = len(ids)
 			if n == 0 {
 				return nil
+			}
+			// stats keeps counting what retention removed.
+			for source, t := range totals {
+				for _, kv := range []struct {
+					kind string
+					n    int64
+				}{{"quarantined", t.n}, {"last_received", t.last}} {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO pruned_totals (name, kind, n) VALUES (?1, ?2, ?3)
+						ON CONFLICT (name, kind) DO UPDATE SET n = CASE WHEN kind = 'last_received' THEN max(n, excluded.n) ELSE n + excluded.n END`,
+						source, kv.kind, kv.n); err != nil {
+						return fmt.Errorf("fold totals: %w", err)
+					}
+				}
 			}
 			if err := execCount(ctx, tx, nil, `DELETE FROM receipts WHERE id IN (SELECT value FROM json_each(?)) AND kind = 'quarantined'`,
 				idSet(ids)); err != nil {

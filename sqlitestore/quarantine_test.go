@@ -299,6 +299,11 @@ func TestRetentionOfQuarantineAndBodyKeys(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM quarantine`); n != 0 {
 		t.Fatalf("quarantine rows left: %d", n)
 	}
+	// stats still counts the three quarantined requests retention removed.
+	st, err := s.Stats(ctx, []string{"gh"}, nil)
+	if err != nil || st.Sources[0].Quarantined != 3 {
+		t.Fatalf("stats after retention: %+v %v, want 3 quarantined", st.Sources, err)
+	}
 }
 
 // TestRecordManyBodyReplaysMatchOneByOne: receipts with the body-replay
