@@ -245,8 +245,12 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 	}
 	if res.Outcome == hookwarden.Quarantined {
 		rc.opts.Observer.Quarantined(src.Name, res.QuarantineKind)
-		rc.opts.Logger.Warn("quarantined", "source", src.Name, "reason", res.QuarantineKind, "detail", rec.QuarantineReason,
-			"receipt", res.ReceiptID)
+		detail := []any{"detail", rec.QuarantineReason}
+		if rec.QuarantineReason == "" && len(rec.Events) == 1 {
+			detail = []any{"event_id", rec.Events[0].ID} // a body replayed under this id
+		}
+		rc.opts.Logger.Warn("quarantined", append([]any{"source", src.Name, "reason", res.QuarantineKind, "receipt", res.ReceiptID},
+			detail...)...)
 	} else {
 		rc.opts.Logger.Debug("recorded", "source", src.Name, "outcome", res.Outcome, "receipt", res.ReceiptID)
 	}
