@@ -23,8 +23,22 @@ const (
 	Accepted Outcome = "accepted"
 	// Duplicate: the event id was already claimed; the receipt is kept, no job.
 	Duplicate Outcome = "duplicate"
-	// Quarantined: authenticated, but no event id could be found.
+	// Quarantined: authenticated, but held for a human: no event id could be
+	// found, or the signed body was already claimed under another id.
 	Quarantined Outcome = "quarantined"
+	// Replayed: the request's one-time token (Mailgun) was recorded before
+	// with another body. Nothing was recorded; the receiver answers 401.
+	Replayed Outcome = "replayed"
+)
+
+// Why a request was quarantined (RecordResult.QuarantineKind), the values of
+// the reason label of hookwarden_quarantined_total.
+const (
+	// QuarantineNoEventID: no event id was found in the request.
+	QuarantineNoEventID = "no_event_id"
+	// QuarantineBodyReplayed: the signature does not cover the event id, and
+	// the signed body was already claimed under another id.
+	QuarantineBodyReplayed = "body_replayed"
 )
 
 // Receipt is one authenticated request from a provider, as received.
@@ -40,6 +54,21 @@ type Receipt struct {
 	Events []Event
 	// QuarantineReason says why no event id was found (when Events is empty).
 	QuarantineReason string
+	// BodyReplayCheck is set when the source's signature does not cover the
+	// event id (github, shopify, twilio, hmac with a header id): a signed body
+	// already claimed under another id is quarantined, not accepted, so a
+	// captured request sent again under a fresh id is never delivered.
+	BodyReplayCheck bool
+	// Token is the request's one-time token (Mailgun), nil for other schemes.
+	Token *Token
+}
+
+// Token is a one-time token a verified request carries. The store keeps it
+// until Expires: the same token with another body is refused (Replayed),
+// with the same body it is an exact resend, left to the claim to dedupe.
+type Token struct {
+	SHA256  [32]byte // of the token's value
+	Expires time.Time
 }
 
 // Event is one provider event inside a receipt.
@@ -65,6 +94,9 @@ type RecordResult struct {
 	Events []EventResult
 	// ReceiptID is the row of this receipt, for logs that tie it to attempts.
 	ReceiptID int64
+	// QuarantineKind is QuarantineNoEventID or QuarantineBodyReplayed when
+	// Outcome is Quarantined.
+	QuarantineKind string
 }
 
 // EventResult is what recording did with one event of a receipt.

@@ -43,8 +43,11 @@ type Source struct {
 	EventID   extract.Extractor
 	EventType extract.Extractor
 	// Batch: the body is a JSON array, one event per element (SendGrid).
-	Batch        bool
-	Destinations []Destination
+	Batch bool
+	// BodyReplayCheck: the signature does not cover the event id, so a
+	// signed body already claimed under another id is quarantined.
+	BodyReplayCheck bool
+	Destinations    []Destination
 }
 
 // Destination is a delivery target's name and event-type filter.
@@ -62,6 +65,9 @@ type Observer interface {
 	Event(source, eventType string, outcome hookwarden.Outcome, divergent bool)
 	// Unauthorized is called per failed verification with the reason.
 	Unauthorized(source, reason string)
+	// Quarantined is called per quarantined request with its kind
+	// (hookwarden.QuarantineNoEventID or QuarantineBodyReplayed).
+	Quarantined(source, kind string)
 }
 
 type nopObserver struct{}
@@ -69,6 +75,7 @@ type nopObserver struct{}
 func (nopObserver) Request(string, string, time.Duration)          {}
 func (nopObserver) Event(string, string, hookwarden.Outcome, bool) {}
 func (nopObserver) Unauthorized(string, string)                    {}
+func (nopObserver) Quarantined(string, string)                     {}
 
 // Options configure a Receiver.
 type Options struct {
@@ -259,6 +266,7 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		RemoteAddr: rc.remoteAddr(r),
 		ReceivedAt: now,
 	}
+	rc.guard(src, vreq, rec)
 	rc.events(src, rec)
 	res, err := rc.opts.Recorder.Record(rc.deadlines.get(), rec)
 	if err != nil {
@@ -272,6 +280,9 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		}
 		rc.unavailable(w)
 		return "unavailable"
+	}
+	if res.Outcome == hookwarden.Replayed {
+		return rc.replayed(w, r, src)
 	}
 	// Committed: from here on the answer is a success.
 	var notify []string
@@ -289,7 +300,13 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		rc.opts.Notify(notify)
 	}
 	if res.Outcome == hookwarden.Quarantined {
-		rc.opts.Logger.Warn("quarantined", "source", src.Name, "reason", rec.QuarantineReason, "receipt", res.ReceiptID)
+		rc.opts.Observer.Quarantined(src.Name, res.QuarantineKind)
+		detail := []any{"detail", rec.QuarantineReason}
+		if rec.QuarantineReason == "" && len(rec.Events) == 1 {
+			detail = []any{"event_id", rec.Events[0].ID} // a body replayed under this id
+		}
+		rc.opts.Logger.Warn("quarantined", append([]any{"source", src.Name, "reason", res.QuarantineKind, "receipt", res.ReceiptID},
+			detail...)...)
 	} else {
 		rc.opts.Logger.Debug("recorded", "source", src.Name, "outcome", res.Outcome, "receipt", res.ReceiptID)
 	}

@@ -240,7 +240,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (items []EventSum
 }
 
 func (s *Store) listQuarantined(ctx context.Context, f EventFilter) (items []EventSummary, next int64, err error) {
-	var where []string
+	where := []string{"q.released_at IS NULL"} // a released request is an event now
 	var args []any
 	if f.Source != "" {
 		where, args = append(where, "q.source = ?"), append(args, f.Source)
@@ -670,8 +670,8 @@ ORDER BY 1`,
 			case "divergent", "batch-divergent", "pruned-divergent":
 				ss.Duplicates += n
 				ss.Divergent += n
-			case "quarantine":
-				ss.Quarantined = n
+			case "quarantine", "pruned-quarantined":
+				ss.Quarantined += n
 			case "pruned-last_received":
 				if t := time.Unix(int64(n), 0).UTC(); t.After(ss.LastReceivedAt) {
 					ss.LastReceivedAt = t

@@ -10,7 +10,7 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// Retention is the two tiers of SPEC section 3. A zero or negative duration
+// Retention is the tiers of SPEC section 3. A zero or negative duration
 // disables its tier (keep forever).
 type Retention struct {
 	// Payloads: the raw requests of finished events. An event claimed, and
@@ -23,8 +23,12 @@ type Retention struct {
 	Payloads time.Duration
 	// Claims: the event ids, the dedup memory. An event goes with whatever
 	// is left of its receipts, jobs and attempts when it was claimed, and
-	// every job was delivered, longer ago than this.
+	// every job was delivered, longer ago than this. The body keys (the
+	// body-replay check) go with this tier, by the time they were claimed.
 	Claims time.Duration
+	// Quarantine: held requests nobody released go when their last copy
+	// came longer ago than this; released ones this long after release.
+	Quarantine time.Duration
 }
 
 // PruneOptions tune Prune.
@@ -68,10 +72,18 @@ type PruneResult struct {
 	ReceiptsDeleted int `json:"receipts_deleted"`
 	JobsDeleted     int `json:"jobs_deleted"`
 	AttemptsDeleted int `json:"attempts_deleted"`
+	// BodyKeysDeleted counts body keys gone with the claims tier.
+	BodyKeysDeleted int `json:"body_keys_deleted"`
+
+	QuarantineCutoff time.Time `json:"quarantine_cutoff,omitzero"`
+	// QuarantineDeleted counts held requests removed by retention.quarantine.
+	QuarantineDeleted int `json:"quarantine_deleted"`
+	// TokensDeleted counts expired one-time tokens (Mailgun) removed.
+	TokensDeleted int `json:"tokens_deleted"`
 
 	// Held past retention.payloads and never pruned automatically: events
-	// with a dead letter, events still pending, quarantined requests. They
-	// need a human (replay, or a deliberate delete in sqlite3).
+	// with a dead letter, events still pending, quarantined requests (until
+	// retention.quarantine). They need a human (replay, quarantine release).
 	HeldDead        int `json:"held_dead"`
 	HeldPending     int `json:"held_pending"`
 	HeldQuarantined int `json:"held_quarantined"`
@@ -139,6 +151,18 @@ func (s *Store) Prune(ctx context.Context, opt PruneOptions) (PruneResult, error
 		if err := s.pruneClaims(ctx, opt, &res); err != nil {
 			return res, err
 		}
+		if err := s.pruneBodyKeys(ctx, opt, &res); err != nil {
+			return res, err
+		}
+	}
+	if opt.Quarantine > 0 {
+		res.QuarantineCutoff = now.Add(-opt.Quarantine).UTC()
+		if err := s.pruneQuarantine(ctx, opt, &res); err != nil {
+			return res, err
+		}
+	}
+	if err := s.pruneTokens(ctx, opt, now, &res); err != nil {
+		return res, err
 	}
 	if !res.PayloadCutoff.IsZero() {
 		if err := s.prunePayloads(ctx, opt, &res); err != nil {
@@ -167,7 +191,7 @@ SELECT
 	(SELECT count(DISTINCT j.event_ref) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE j.state = 'dead' AND e.claimed_at < ?1),
 	(SELECT count(DISTINCT j.event_ref) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE j.state = 'pending' AND e.claimed_at < ?1
 		AND NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')),
-	(SELECT count(*) FROM quarantine WHERE first_at < ?1)`, cut).Scan(&res.HeldDead, &res.HeldPending, &res.HeldQuarantined)
+	(SELECT count(*) FROM quarantine WHERE first_at < ?1 AND released_at IS NULL)`, cut).Scan(&res.HeldDead, &res.HeldPending, &res.HeldQuarantined)
 	if err != nil {
 		return fmt.Errorf("prune: count held: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/bits"
 	"net/http"
@@ -19,7 +18,10 @@ import (
 // without preparing again).
 type writeStmts struct {
 	claim, lookup, receipt, job, link *sql.Stmt
-	quarantineBump, quarantineNew     *sql.Stmt
+	quarantineFind, quarantineBump    *sql.Stmt
+	quarantineNew, quarantineReuse    *sql.Stmt
+	bodyKey, bodyKeyLookup            *sql.Stmt
+	token, tokenLookup                *sql.Stmt
 	lease, attempt                    *sql.Stmt
 	delivered, retry, dead            *sql.Stmt
 	many                              manyStmts
@@ -43,8 +45,23 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&w.job, `INSERT INTO jobs (event_ref, destination, state, attempts, next_at, leased_until, created_at)
 			VALUES (?, ?, 'pending', ?, ?, ?, ?)`},
 		{&w.link, `INSERT INTO receipt_events (event_ref, receipt_id, kind) VALUES (?, ?, ?)`},
-		{&w.quarantineBump, `UPDATE quarantine SET count = count + 1, last_at = ? WHERE source = ? AND body_sha256 = ? RETURNING receipt_id`},
-		{&w.quarantineNew, `INSERT INTO quarantine (source, body_sha256, receipt_id, reason, first_at, last_at, count) VALUES (?, ?, ?, ?, ?, ?, 1)`},
+		{&w.quarantineFind, `SELECT receipt_id, released_at IS NOT NULL FROM quarantine WHERE source = ? AND body_sha256 = ?`},
+		{&w.quarantineBump, `UPDATE quarantine SET count = count + 1, last_at = ? WHERE source = ? AND body_sha256 = ?`},
+		{&w.quarantineNew, `INSERT INTO quarantine (source, body_sha256, receipt_id, reason, first_at, last_at, count, kind, candidate_event_id, original_event_id)
+			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`},
+		// A released body that comes again is held anew, in the released
+		// row's place (the primary key allows one row per body).
+		{&w.quarantineReuse, `UPDATE quarantine SET receipt_id = ?3, reason = ?4, first_at = ?5, last_at = ?5, count = 1, kind = ?6,
+			candidate_event_id = ?7, original_event_id = ?8, released_at = NULL, released_event_id = NULL
+			WHERE source = ?1 AND body_sha256 = ?2`},
+		{&w.bodyKey, `INSERT INTO body_keys (source, body_sha256, event_id, claimed_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (source, body_sha256) DO NOTHING`},
+		{&w.bodyKeyLookup, `SELECT event_id FROM body_keys WHERE source = ? AND body_sha256 = ?`},
+		// An expired row (not pruned yet) is taken over by the new request.
+		{&w.token, `INSERT INTO seen_tokens (source, token_sha256, body_sha256, expires_at) VALUES (?1, ?2, ?3, ?4)
+			ON CONFLICT (source, token_sha256) DO UPDATE SET body_sha256 = excluded.body_sha256, expires_at = excluded.expires_at
+			WHERE seen_tokens.expires_at <= ?5`},
+		{&w.tokenLookup, `SELECT body_sha256 FROM seen_tokens WHERE source = ? AND token_sha256 = ?`},
 		{&w.lease, `UPDATE jobs SET attempts = attempts + 1, leased_until = ?, next_at = ?
 			WHERE id IN (SELECT id FROM jobs WHERE state = 'pending' AND destination = ? AND next_at <= ? ORDER BY next_at LIMIT ?)
 			RETURNING id, event_ref, attempts, dead_count`},
@@ -74,8 +91,9 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (w *writeStmts) close() {
-	for _, st := range []*sql.Stmt{w.claim, w.lookup, w.receipt, w.job, w.link, w.quarantineBump,
-		w.quarantineNew, w.lease, w.attempt, w.delivered, w.retry, w.dead} {
+	for _, st := range []*sql.Stmt{w.claim, w.lookup, w.receipt, w.job, w.link, w.quarantineFind, w.quarantineBump,
+		w.quarantineNew, w.quarantineReuse, w.bodyKey, w.bodyKeyLookup, w.token, w.tokenLookup,
+		w.lease, w.attempt, w.delivered, w.retry, w.dead} {
 		if st != nil {
 			st.Close()
 		}
@@ -103,9 +121,20 @@ func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.R
 
 func (s *Store) recordTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers string, res *hookwarden.RecordResult) error {
 	at := fmtTime(r.ReceivedAt)
+	if r.Token != nil {
+		ok, err := s.tokenTx(ctx, tx, r)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// Nothing is written: the token's row is the first request's.
+			*res = hookwarden.RecordResult{Outcome: hookwarden.Replayed}
+			return nil
+		}
+	}
 	switch {
 	case len(r.Events) == 0:
-		return s.quarantineTx(ctx, tx, r, headers, at, res)
+		return s.quarantineTx(ctx, tx, r, headers, at, res, held{kind: hookwarden.QuarantineNoEventID, reason: r.QuarantineReason})
 	case len(r.Events) == 1 && r.Events[0].Body == nil:
 		return s.singleTx(ctx, tx, r, headers, at, res)
 	default:
@@ -215,6 +244,21 @@ func (s *Store) insertReceipt(ctx context.Context, tx *sql.Tx, r *hookwarden.Rec
 
 func (s *Store) singleTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers, at string, res *hookwarden.RecordResult) error {
 	ev := &r.Events[0]
+	if r.BodyReplayCheck {
+		orig, conflict, err := s.bodyKeyTx(ctx, tx, r.Source, ev, at)
+		if err != nil {
+			return err
+		}
+		if conflict {
+			claimed, err := s.claimedTx(ctx, tx, r.Source, ev.ID)
+			if err != nil {
+				return err
+			}
+			if !claimed {
+				return s.quarantineTx(ctx, tx, r, headers, at, res, replayedHeld(ev.ID, orig))
+			}
+		}
+	}
 	ref, isNew, divergent, unknown, err := s.claimTx(ctx, tx, r.Source, ev, at)
 	if err != nil {
 		return err
@@ -273,29 +317,6 @@ func (s *Store) batchTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, 
 	return nil
 }
 
-func (s *Store) quarantineTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, headers, at string, res *hookwarden.RecordResult) error {
-	res.Outcome = hookwarden.Quarantined
-	// The same body again only bumps a counter, so a misconfigured sender
-	// cannot fill the disk with copies.
-	err := tx.StmtContext(ctx, s.stmts.quarantineBump).QueryRowContext(ctx, at, r.Source, r.BodySHA256[:]).Scan(&res.ReceiptID)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("count quarantined repeat: %w", err)
-	}
-	id, err := s.insertReceipt(ctx, tx, r, nil, "quarantined", headers, at, r.Body, r.QuarantineReason)
-	if err != nil {
-		return err
-	}
-	res.ReceiptID = id
-	if _, err := tx.StmtContext(ctx, s.stmts.quarantineNew).ExecContext(ctx,
-		r.Source, r.BodySHA256[:], id, r.QuarantineReason, at, at); err != nil {
-		return fmt.Errorf("insert quarantine: %w", err)
-	}
-	return nil
-}
-
 // recordOp is one Record request as the writer sees it.
 type recordOp struct {
 	r       *hookwarden.Receipt
@@ -311,8 +332,9 @@ type recordOp struct {
 
 // single reports whether the receipt carries one event that is the whole
 // body: the common case, which recordMany commits with multi-row statements.
+// A receipt with a one-time token (Mailgun) takes singleTx.
 func (rc *recordOp) single() bool {
-	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil
+	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil
 }
 
 // manyLog bounds the multi-row statements: one of each size 1, 2, 4, ...,
@@ -322,8 +344,8 @@ const manyLog = 9
 
 // manyStmts are the multi-row forms of the claim, receipt and job inserts.
 type manyStmts struct {
-	claim, receipt, job [manyLog]*sql.Stmt
-	maxReceipt, maxJob  *sql.Stmt
+	claim, receipt, job, bodyKey [manyLog]*sql.Stmt
+	maxReceipt, maxJob           *sql.Stmt
 }
 
 func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -353,6 +375,9 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 				rows("(?, ?, ?, ?, ?, ?, ?, ?, ?)", n)},
 			{&m.job[l], `INSERT INTO jobs (id, event_ref, destination, state, attempts, next_at, leased_until, created_at) VALUES ` +
 				rows("(?, ?, ?, 'pending', ?, ?, ?, ?)", n)},
+			// As for the claims: rows go in order, the first copy of a body wins.
+			{&m.bodyKey[l], `INSERT INTO body_keys (source, body_sha256, event_id, claimed_at) VALUES ` +
+				rows("(?, ?, ?, ?)", n) + ` ON CONFLICT (source, body_sha256) DO NOTHING RETURNING source, body_sha256, event_id`},
 		} {
 			if *p.dst, err = db.PrepareContext(ctx, p.sql); err != nil {
 				return fmt.Errorf("prepare statement: %w", err)
@@ -364,7 +389,7 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (m *manyStmts) close() {
 	for l := range manyLog {
-		for _, st := range []*sql.Stmt{m.claim[l], m.receipt[l], m.job[l]} {
+		for _, st := range []*sql.Stmt{m.claim[l], m.receipt[l], m.job[l], m.bodyKey[l]} {
 			if st != nil {
 				st.Close()
 			}
@@ -397,10 +422,19 @@ func chunks(n int, f func(lo, size, l int) error) error {
 // outcome of each request is what singleTx would give it had the requests
 // run one after the other in batch order.
 func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) error {
+	// Replayed bodies are held first, one by one (attacks are rare; the
+	// key insert of every other receipt is one small statement).
+	recs, err := s.bodyReplaysMany(ctx, tx, recs)
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return nil
+	}
 	type key struct{ source, id string }
 	claimed := make(map[key]int64, len(recs))
 	args := make([]any, 0, 9<<(manyLog-1))
-	err := chunks(len(recs), func(lo, size, l int) error {
+	err = chunks(len(recs), func(lo, size, l int) error {
 		args = args[:0]
 		for _, rc := range recs[lo : lo+size] {
 			ev := &rc.r.Events[0]

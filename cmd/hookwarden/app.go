@@ -308,7 +308,7 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 		}
 		preset, _ := signature.PresetFor(s.Scheme)
 		rs := receiver.Source{Name: s.Name, Scheme: s.Scheme, Verifier: v,
-			EventID: idx, EventType: typ, Batch: preset.Batch}
+			EventID: idx, EventType: typ, Batch: preset.Batch, BodyReplayCheck: s.BodyReplayCheck()}
 		for j, d := range s.Destinations {
 			full := d.FullName(s.Name)
 			rs.Destinations = append(rs.Destinations, receiver.Destination{FullName: full, Match: d.MatchType})

@@ -132,6 +132,7 @@ func printQuarantined(w io.Writer, items []sqlitestore.EventSummary) {
 			oneLine(e.Reason, 80))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\na held request is not an event yet: hookwarden quarantine show RECEIPT (then release or drop)")
 }
 
 func newEventsShowCmd(g *globals) *cobra.Command {
@@ -162,7 +163,8 @@ it (the first and each duplicate), and every attempt to each destination.
 							"hookwarden quarantine show %d", args[1], args[0], s.Path(), id, id)
 					}
 				}
-				return fmt.Errorf("no event %q from source %q in %s", args[1], args[0], s.Path())
+				return fmt.Errorf("no event %q from source %q in %s (a held request is not an event: hookwarden quarantine list)",
+					args[1], args[0], s.Path())
 			}
 			if err != nil {
 				return err

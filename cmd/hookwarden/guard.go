@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -96,4 +97,11 @@ func osUser() string {
 		return n
 	}
 	return "uid " + strconv.Itoa(os.Getuid())
+}
+
+// auditArgs is an action's arguments as the audit log keeps them: a JSON
+// object (the values are plain, so Marshal cannot fail).
+func auditArgs(args map[string]any) json.RawMessage {
+	b, _ := json.Marshal(args)
+	return b
 }

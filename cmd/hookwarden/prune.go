@@ -33,7 +33,13 @@ func retentionOf(cfg *config.Config) (sqlitestore.Retention, error) {
 	if len(bad) > 0 {
 		return sqlitestore.Retention{}, usageErrorf("refusing to prune:\n  %s", strings.Join(bad, "\n  "))
 	}
-	return sqlitestore.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D()}, nil
+	return retention(cfg), nil
+}
+
+// retention is the configuration's retention tiers.
+func retention(cfg *config.Config) sqlitestore.Retention {
+	return sqlitestore.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D(),
+		Quarantine: cfg.Retention.Quarantine.D()}
 }
 
 func newPruneCmd(g *globals) *cobra.Command {
@@ -50,13 +56,16 @@ func newPruneCmd(g *globals) *cobra.Command {
                       claim stays, so a late duplicate is still answered
                       "duplicate", and stats keep counting what went
   retention.claims    events claimed and finished longer ago than this, with
-                      their receipts, jobs and attempts (the dedup memory)
+                      their receipts, jobs and attempts (the dedup memory),
+                      and the body keys of the body-replay check
+  retention.quarantine  held requests nobody released whose last copy came
+                      longer ago than this (released ones: after release)
 
-Dead letters, pending events and quarantined requests are never pruned: they are
-counted and listed as kept. Works in small batches; safe while serve runs.
-With --db, the file must be owned by a running serve or --write given (a
-forensic copy is never changed by accident); each pass is kept in the audit
-log. --dry-run changes nothing and needs neither.`,
+Expired one-time tokens (Mailgun) always go. Dead letters and pending events are
+never pruned: they are counted and listed as kept. Works in small batches; safe
+while serve runs. With --db, the file must be owned by a running serve or --write
+given (a forensic copy is never changed by accident); each pass is kept in the
+audit log. --dry-run changes nothing and needs neither.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -115,6 +124,10 @@ func printPrune(g *globals, cfg *config.Config, res sqlitestore.PruneResult) {
 		}
 		fmt.Fprintln(w)
 	}
+	if !res.QuarantineCutoff.IsZero() {
+		fmt.Fprintf(w, "quarantine: %s %s held since before %s (retention.quarantine %s)\n", deleted,
+			plural(res.QuarantineDeleted, "request", "requests"), fmtUTC(res.QuarantineCutoff), cfg.Retention.Quarantine)
+	}
 	if res.PayloadCutoff.IsZero() {
 		fmt.Fprintln(w, "payloads: retention.payloads is off; nothing pruned")
 		return
@@ -128,7 +141,7 @@ func printPrune(g *globals, cfg *config.Config, res sqlitestore.PruneResult) {
 	fmt.Fprintln(w)
 	if res.HeldDead+res.HeldPending+res.HeldQuarantined > 0 {
 		fmt.Fprintf(w, "kept on purpose, older than retention.payloads: %s with dead letters, %s still pending, %s\n"+
-			"  (resolve them: hookwarden dead list / replay; hookwarden events list --status quarantined)\n",
+			"  (resolve them: hookwarden dead list / replay; hookwarden quarantine list / release)\n",
 			plural(res.HeldDead, "event", "events"), plural(res.HeldPending, "event", "events"),
 			plural(res.HeldQuarantined, "quarantined request", "quarantined requests"))
 	}
@@ -153,7 +166,7 @@ func (a *App) pruneLoop(ctx context.Context) {
 
 func (a *App) pruneOnce(ctx context.Context) {
 	cfg := a.currentConfig()
-	ret := sqlitestore.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D()}
+	ret := retention(cfg)
 	start := time.Now()
 	res, err := a.Store.Prune(ctx, sqlitestore.PruneOptions{Retention: ret})
 	if err != nil {
@@ -162,9 +175,9 @@ func (a *App) pruneOnce(ctx context.Context) {
 		}
 		return
 	}
-	if res.EventsDeleted > 0 || res.PayloadsPruned > 0 {
+	if res.EventsDeleted > 0 || res.PayloadsPruned > 0 || res.QuarantineDeleted > 0 {
 		a.log.Info("retention applied", "payloads_pruned", res.PayloadsPruned, "payload_bytes", res.PayloadBytes,
-			"events_deleted", res.EventsDeleted, "took", time.Since(start).Round(time.Millisecond))
+			"events_deleted", res.EventsDeleted, "quarantine_deleted", res.QuarantineDeleted, "took", time.Since(start).Round(time.Millisecond))
 	}
 	if res.HeldDead > 0 || res.HeldQuarantined > 0 {
 		a.log.Warn("kept past retention.payloads on purpose: dead letters and quarantined requests need a human",

@@ -8,6 +8,7 @@ package admin
 //	POST /api/replay                      {"source","event_ids"} | {"dead":true,...} | {"job_ids"}
 //	GET  /api/gaps                        ?since= &min=
 //	GET  /api/stats
+//	GET  /api/quarantine                  ?source= &limit= &cursor=
 //
 // Lists answer {"items": [...], "next_cursor": "..."}; pass next_cursor back
 // as ?cursor= for the next page (absent on the last page).
@@ -38,6 +39,7 @@ type Store interface {
 	Replay(ctx context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error)
 	Gaps(ctx context.Context, opt sqlitestore.GapOptions) (sqlitestore.GapReport, error)
 	Stats(ctx context.Context, sources, destinations []string) (sqlitestore.Stats, error)
+	ListQuarantine(ctx context.Context, f sqlitestore.QuarantineFilter) ([]sqlitestore.Held, int64, error)
 }
 
 var _ Store = (*sqlitestore.Store)(nil)
@@ -84,6 +86,7 @@ func (api *API) Register(r *mux.Router) {
 	r.HandleFunc("/api/replay", api.replay).Methods(http.MethodPost)
 	r.HandleFunc("/api/gaps", api.gaps).Methods(http.MethodGet)
 	r.HandleFunc("/api/stats", api.stats).Methods(http.MethodGet)
+	r.HandleFunc("/api/quarantine", api.quarantine).Methods(http.MethodGet)
 }
 
 // page is the shape of every list answer.
@@ -327,4 +330,19 @@ func (api *API) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, st)
+}
+
+func (api *API) quarantine(w http.ResponseWriter, r *http.Request) {
+	q := &query{r: r}
+	f := sqlitestore.QuarantineFilter{Source: q.str("source"), Limit: int(q.int64("limit")), Cursor: q.int64("cursor")}
+	if q.err != nil {
+		api.fail(w, r, q.err)
+		return
+	}
+	items, next, err := api.o.Store.ListQuarantine(r.Context(), f)
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, newPage(items, next))
 }

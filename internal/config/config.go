@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/signature"
 )
 
@@ -110,6 +111,8 @@ type Retention struct {
 	// Claims: event ids, the dedup memory (default 90d). Must outlast every
 	// source's retry_horizon + redrive_window.
 	Claims Duration `mapstructure:"claims"`
+	// Quarantine: held requests nobody released (default 30d).
+	Quarantine Duration `mapstructure:"quarantine"`
 }
 
 // Log configures structured logging.
@@ -181,6 +184,7 @@ const (
 	DefaultCommitWait   = 2 * time.Second
 	DefaultPayloads     = 30 * Day
 	DefaultClaims       = 90 * Day
+	DefaultQuarantine   = 30 * Day
 	DefaultTolerance    = 5 * time.Minute
 	DefaultRedrive      = 30 * Day
 	DefaultMaxAttempts  = 12
@@ -211,6 +215,7 @@ func (c *Config) ApplyDefaults() {
 	setDur(&c.Limits.CommitTimeout, DefaultCommitWait)
 	setDur(&c.Retention.Payloads, DefaultPayloads)
 	setDur(&c.Retention.Claims, DefaultClaims)
+	setDur(&c.Retention.Quarantine, DefaultQuarantine)
 	setStr(&c.Log.Level, "info")
 	for i := range c.Sources {
 		s := &c.Sources[i]
@@ -473,6 +478,7 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 	if len(s.Destinations) == 0 {
 		warn(p+".destinations", "no destinations: events are recorded but delivered nowhere")
 	}
+	s.warnUnsignedType(p, warn)
 	dseen := map[string]bool{}
 	for j, d := range s.Destinations {
 		dp := fmt.Sprintf("%s.destinations[%d]", p, j)
@@ -593,4 +599,56 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// coverage is the source's signature parameters without secrets: enough to
+// say what its signature covers.
+func (s *Source) coverage() signature.Params {
+	p, _ := (&Source{Scheme: s.Scheme, HMAC: s.HMAC}).SignatureParams()
+	return p
+}
+
+// unsignedHeaders lists the headers spec reads that the source's signature
+// does not cover.
+func (s *Source) unsignedHeaders(spec string) []string {
+	var out []string
+	p := s.coverage()
+	for _, h := range extract.Headers(spec) {
+		if !signature.HeaderCovered(p, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// BodyReplayCheck reports whether the source's signature covers its body but
+// not its event id (github, shopify, twilio, hmac with a header id): a
+// captured request could be sent again under a fresh id, so a signed body
+// already claimed under another id is quarantined (SPEC section 4). Batch
+// sources carry their ids inside the signed body.
+func (s *Source) BodyReplayCheck() bool {
+	if _, body := signature.Covered(s.coverage()); !body {
+		return false
+	}
+	if p, ok := signature.PresetFor(s.Scheme); ok && p.Batch {
+		return false
+	}
+	return len(s.unsignedHeaders(s.EventID)) > 0
+}
+
+// warnUnsignedType warns when a destination's types filter depends on an
+// event type read from a header the signature does not cover: whoever holds
+// one captured request can send it with another type.
+func (s *Source) warnUnsignedType(p string, warn func(string, string, ...any)) {
+	hs := s.unsignedHeaders(s.EventType)
+	if len(hs) == 0 {
+		return
+	}
+	for j, d := range s.Destinations {
+		if len(d.Types) > 0 {
+			warn(fmt.Sprintf("%s.destinations[%d].types", p, j), "filters on the event type from header %s, which the %s signature "+
+				"does not cover: a captured request can be sent with another type (replays of its body are quarantined)",
+				strings.Join(hs, ", "), s.Scheme)
+		}
+	}
 }

@@ -270,3 +270,21 @@ func formValue(body []byte, name string) (string, bool) {
 	}
 	return "", false
 }
+
+// Headers lists the request headers a spec reads (header: terms), in order.
+// An invalid spec has none.
+func Headers(s string) []string {
+	sp, err := parse(s)
+	if err != nil {
+		return nil
+	}
+	var hs []string
+	for _, alt := range sp.alts {
+		for _, t := range alt {
+			if t.kind == kindHeader {
+				hs = append(hs, t.name)
+			}
+		}
+	}
+	return hs
+}

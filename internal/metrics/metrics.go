@@ -38,6 +38,7 @@ type Metrics struct {
 	duplicates    *prometheus.CounterVec
 	divergent     *prometheus.CounterVec
 	unauthorized  *prometheus.CounterVec
+	quarantined   *prometheus.CounterVec
 	ack           *prometheus.HistogramVec
 	lastAccepted  *prometheus.GaugeVec
 	deliveries    *prometheus.CounterVec
@@ -70,6 +71,8 @@ func New(log *slog.Logger) *Metrics {
 		Help: "Duplicates whose body differs from the first copy's (worth a human's look)."}, []string{"source"})
 	m.unauthorized = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "unauthorized_total",
 		Help: "Requests refused at the door, by reason (missing, malformed, mismatch, stale, replayed)."}, []string{"source", "reason"})
+	m.quarantined = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quarantined_total",
+		Help: "Requests held for a human, by reason (no_event_id, body_replayed)."}, []string{"source", "reason"})
 	m.ack = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "ack_duration_seconds",
 		Help:    "Time from request start to answer, durable commit included.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"source"})
@@ -92,7 +95,7 @@ func New(log *slog.Logger) *Metrics {
 		Help: "Claims retention minus (retry_horizon + redrive_window); negative means duplicates can slip through."}, []string{"source"})
 	m.expectWithin = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "source_expect_within_seconds",
 		Help: "The source's expect_within: silence longer than this is a gap (the absence alert's threshold)."}, []string{"source"})
-	for _, c := range []prometheus.Collector{m.requests, m.duplicates, m.divergent, m.unauthorized, m.ack, m.lastAccepted,
+	for _, c := range []prometheus.Collector{m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.ack, m.lastAccepted,
 		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg, m.expectWithin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -148,6 +151,15 @@ func (m *Metrics) Event(source, eventType string, outcome hookwarden.Outcome, di
 // Unauthorized implements receiver.Observer.
 func (m *Metrics) Unauthorized(source, reason string) {
 	m.unauthorized.WithLabelValues(source, reason).Inc()
+}
+
+// Quarantined implements receiver.Observer. The label is one of two values
+// whatever the store's free-text detail says, so the label set stays bounded.
+func (m *Metrics) Quarantined(source, kind string) {
+	if kind != hookwarden.QuarantineBodyReplayed {
+		kind = hookwarden.QuarantineNoEventID
+	}
+	m.quarantined.WithLabelValues(source, kind).Inc()
 }
 
 // Attempt records one delivery attempt (the worker's OnAttempt hook).
@@ -209,6 +221,9 @@ func (m *Metrics) RegisterReady(ready func(context.Context) error) {
 func (m *Metrics) InitSource(source string) {
 	for _, o := range []string{"accepted", "duplicate", "quarantined", "unauthorized", "too_large", "unavailable"} {
 		m.requests.WithLabelValues(source, o)
+	}
+	for _, k := range []string{hookwarden.QuarantineNoEventID, hookwarden.QuarantineBodyReplayed} {
+		m.quarantined.WithLabelValues(source, k)
 	}
 }
 

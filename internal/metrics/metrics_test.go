@@ -318,3 +318,26 @@ func TestReadyGauge(t *testing.T) {
 		t.Errorf("ready = %v, want 0 after a failed write", got)
 	}
 }
+
+// quarantined_total has two reasons whatever the store's free text says.
+func TestQuarantinedReasonsBounded(t *testing.T) {
+	m := metrics.New(nil)
+	m.InitSource("gh")
+	for _, r := range []string{hookwarden.QuarantineNoEventID, hookwarden.QuarantineBodyReplayed} {
+		if got := mustValue(t, m.Registry, "hookwarden_quarantined_total", "source", "gh", "reason", r); got != 0 {
+			t.Fatalf("after InitSource: %s = %v, want 0", r, got)
+		}
+	}
+	m.Quarantined("gh", hookwarden.QuarantineBodyReplayed)
+	m.Quarantined("gh", hookwarden.QuarantineBodyReplayed)
+	m.Quarantined("gh", "batch body is not a JSON array: unexpected end")
+	m.Quarantined("gh", hookwarden.QuarantineNoEventID)
+	for r, want := range map[string]float64{hookwarden.QuarantineBodyReplayed: 2, hookwarden.QuarantineNoEventID: 2} {
+		if got := mustValue(t, m.Registry, "hookwarden_quarantined_total", "source", "gh", "reason", r); got != want {
+			t.Errorf("quarantined_total{reason=%q} = %v, want %v", r, got, want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.Registry, "hookwarden_quarantined_total"); n != 2 {
+		t.Errorf("quarantined_total has %d series, want 2", n)
+	}
+}

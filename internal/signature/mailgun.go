@@ -3,13 +3,11 @@ package signature
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -17,10 +15,12 @@ import (
 // (legacy webhooks: form fields of the same names), signature = hex
 // HMAC-SHA256(webhook signing key, timestamp + token). The HMAC does NOT cover
 // the event data, so a captured signature block could be pasted onto forged
-// event data: each verified token is remembered, with the hash of its body,
-// until its timestamp leaves the tolerance. The same token with another body
-// is refused as replayed; the same token with the same body is an exact
-// resend (a provider retry after a failed commit) and passes, left to dedupe.
+// event data. Verify hands the verified token out (Request.Token) with the
+// instant its timestamp leaves the tolerance; the store keeps it, with the
+// hash of its body, in the receipt's transaction, so a restart or a reload
+// forgets nothing. The same token with another body is refused as replayed;
+// the same token with the same body is an exact resend (a provider retry
+// after a failed commit) and passes, left to dedupe.
 // Source: documentation.mailgun.com securing-webhooks.
 
 func init() {
@@ -30,24 +30,20 @@ func init() {
 			EventID:      "json:event-data.id",
 			EventType:    "json:event-data.event",
 			RetryHorizon: 8 * time.Hour,
-			// Mailgun warns against an aggressive window; the token cache makes
-			// a longer one safe, at the cost of memory bounded by tokenCacheMax.
+			// Mailgun warns against an aggressive window; the stored tokens
+			// make a longer one safe, at the cost of a row per request in it.
 			Tolerance: 10 * time.Minute,
 		},
 		build: func(p Params) (Verifier, error) {
-			return &mailgunVerifier{keys: rawKeys(p.Secrets), tol: p.Tolerance, seen: newTokenCache(tokenCacheMax)}, nil
+			return &mailgunVerifier{keys: rawKeys(p.Secrets), tol: p.Tolerance}, nil
 		},
 		sign: signMailgun,
 	})
 }
 
-// tokenCacheMax bounds the token cache: about 100 bytes an entry.
-const tokenCacheMax = 1 << 16
-
 type mailgunVerifier struct {
 	keys [][]byte
 	tol  time.Duration
-	seen *tokenCache
 }
 
 // mailgunSig is the signature block of a Mailgun body.
@@ -123,11 +119,9 @@ func (v *mailgunVerifier) Verify(r *Request) error {
 		return fail(sc, ErrMismatch, "signature matches no key")
 	}
 	ts, _ := parseUnix(s.Timestamp) // checked by checkFresh
-	// One second past the last instant checkFresh accepts this timestamp.
-	expires := time.Unix(ts, 0).Add(v.tol + time.Second)
-	if !v.seen.add(s.Token, sha256.Sum256(r.Body), expires, now) {
-		return fail(sc, ErrReplayed, "token already used with another body")
-	}
+	// One second past the last instant checkFresh accepts this timestamp:
+	// from then on the token is refused as stale, so it may be forgotten.
+	r.Token = &Token{Value: s.Token, Expires: time.Unix(ts, 0).Add(v.tol + time.Second)}
 	return nil
 }
 
@@ -164,60 +158,4 @@ func signMailgun(p Params, body []byte, now time.Time, msgID string) (http.Heade
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	return h, nb, nil
-}
-
-// tokenCache remembers verified one-time tokens until they expire. It is
-// bounded: when full, expired entries are dropped first, then the oldest.
-// Only tokens of verified requests are added, so an attacker without the key
-// cannot fill it.
-type tokenCache struct {
-	mu      sync.Mutex
-	max     int
-	entries map[[32]byte]tokenEntry
-	order   [][32]byte // insertion order, a FIFO ring via head
-	head    int
-}
-
-type tokenEntry struct {
-	body    [32]byte
-	expires time.Time
-}
-
-func newTokenCache(max int) *tokenCache {
-	return &tokenCache{max: max, entries: make(map[[32]byte]tokenEntry)}
-}
-
-// add records token with its body hash and reports whether the request is
-// acceptable: a new token, or a known one with the same body.
-func (c *tokenCache) add(token string, body [32]byte, expires, now time.Time) bool {
-	key := sha256.Sum256([]byte(token))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.entries[key]; ok && now.Before(e.expires) {
-		return e.body == body
-	}
-	c.evict(now)
-	c.entries[key] = tokenEntry{body: body, expires: expires}
-	c.order = append(c.order, key)
-	return true
-}
-
-// evict drops expired entries from the front of the FIFO and, when still at
-// capacity, the oldest entries. Entries expire in about insertion order, so
-// the front is where expired ones are.
-func (c *tokenCache) evict(now time.Time) {
-	for c.head < len(c.order) {
-		k := c.order[c.head]
-		e, ok := c.entries[k]
-		if ok && now.Before(e.expires) && len(c.entries) < c.max {
-			break
-		}
-		delete(c.entries, k)
-		c.head++
-	}
-	// Compact the ring once half of it is consumed.
-	if c.head > len(c.order)/2 {
-		c.order = append(c.order[:0], c.order[c.head:]...)
-		c.head = 0
-	}
 }

@@ -34,6 +34,19 @@ type Request struct {
 	URL string
 	// Now is the verifier's clock; zero means time.Now().
 	Now time.Time
+
+	// Token is set by Verify when the scheme's signature covers a one-time
+	// token instead of the body (mailgun). The request is acceptable only if
+	// the token was never seen with another body before it expires; the
+	// caller keeps that memory (the store, in the receipt's transaction).
+	Token *Token
+}
+
+// Token is a verified one-time token and the instant from which a request
+// carrying it is refused as stale anyway.
+type Token struct {
+	Value   string
+	Expires time.Time
 }
 
 // Verifier checks one request. It is safe for concurrent use.
@@ -48,7 +61,7 @@ var (
 	ErrMalformed = errors.New("malformed") // present but unparsable
 	ErrMismatch  = errors.New("mismatch")  // well formed, matches no configured secret
 	ErrStale     = errors.New("stale")     // signed timestamp outside the tolerance
-	ErrReplayed  = errors.New("replayed")  // a one-time token seen before (mailgun)
+	ErrReplayed  = errors.New("replayed")  // a one-time token seen before with another body (mailgun, from the store)
 )
 
 // Reason returns the label of the sentinel err wraps ("missing", "malformed",

@@ -496,28 +496,58 @@ func TestHMACVariants(t *testing.T) {
 	}
 }
 
-func TestTokenCacheBounded(t *testing.T) {
+// What each scheme's signature covers decides the body-replay check and
+// check's warning about type filters on unsigned headers.
+func TestCovered(t *testing.T) {
 	t.Parallel()
-	c := newTokenCache(4)
-	exp := t0.Add(time.Hour)
-	for i := range 10 {
-		if !c.add(strconv.Itoa(i), [32]byte{}, exp, t0) {
-			t.Fatalf("token %d refused", i)
+	for _, c := range []struct {
+		p      Params
+		header string
+		want   bool
+	}{
+		{Params{Scheme: "github"}, "X-GitHub-Delivery", false},
+		{Params{Scheme: "github"}, "X-GitHub-Event", false},
+		{Params{Scheme: "shopify"}, "X-Shopify-Webhook-Id", false},
+		{Params{Scheme: "twilio"}, "I-Twilio-Idempotency-Token", false},
+		{Params{Scheme: "standard"}, "webhook-id", true},
+		{Params{Scheme: "standard"}, "Svix-Id", true},
+		{Params{Scheme: "hmac", HMAC: HMACParams{IDHeader: "X-Id", Signed: "{id}.{body}"}}, "x-id", true},
+		{Params{Scheme: "hmac", HMAC: HMACParams{IDHeader: "X-Id"}}, "X-Id", false},
+		{Params{Scheme: "hmac", HMAC: HMACParams{TimestampHeader: "X-Ts"}}, "X-Ts", true},
+	} {
+		if got := HeaderCovered(c.p, c.header); got != c.want {
+			t.Errorf("%s %+v covers %s: got %v, want %v", c.p.Scheme, c.p.HMAC, c.header, got, c.want)
 		}
 	}
-	if n := len(c.entries); n > 4 {
-		t.Fatalf("cache holds %d entries, want at most 4", n)
+	for scheme, want := range map[string]bool{"github": true, "stripe": true, "mailgun": false, "postmark": false, "none": false} {
+		if _, body := Covered(Params{Scheme: scheme}); body != want {
+			t.Errorf("%s covers the body: got %v, want %v", scheme, body, want)
+		}
 	}
-	if c.add("9", [32]byte{1}, exp, t0) {
-		t.Error("recent token with another body accepted")
+}
+
+// A Svix-signed request may not name itself with an unsigned webhook-id.
+func TestStandardRefusesUnsignedWebhookIDBesideSvix(t *testing.T) {
+	t.Parallel()
+	p := Params{Scheme: "standard", Secrets: []string{"whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}
+	v, err := New(p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// After expiry the same token is new again and old entries are dropped.
-	later := exp.Add(time.Second)
-	if !c.add("9", [32]byte{1}, later.Add(time.Hour), later) {
-		t.Error("expired token refused")
+	h, err := Sign(p, []byte(`{}`), t0, "msg_1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := len(c.entries); n != 1 {
-		t.Errorf("after expiry: %d entries, want 1", n)
+	svix := http.Header{}
+	for _, k := range []string{"id", "timestamp", "signature"} {
+		svix.Set("svix-"+k, h.Get("webhook-"+k))
+	}
+	if err := v.Verify(&Request{Header: svix, Body: []byte(`{}`), Now: t0}); err != nil {
+		t.Fatalf("svix headers: %v", err)
+	}
+	svix.Set("webhook-id", "msg_fresh")
+	if err := v.Verify(&Request{Header: svix, Body: []byte(`{}`), Now: t0}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("svix-signed with another webhook-id: got %v, want ErrMalformed", err)
 	}
 }
 

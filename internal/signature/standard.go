@@ -105,6 +105,12 @@ func (v *standardVerifier) Verify(r *Request) error {
 	if err != nil {
 		return err
 	}
+	// The default event id is header:webhook-id|header:svix-id: a Svix-signed
+	// request must not carry an unsigned webhook-id, which would name the
+	// event instead of the signed svix-id (a replay under a fresh id).
+	if other := r.Header.Get("webhook-id"); prefix == "svix-" && other != "" && other != id {
+		return fail(sc, ErrMalformed, "webhook-id differs from the signed svix-id")
+	}
 	ts, err := header(sc, r.Header, prefix+"timestamp")
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
--- Hookwarden schema, version 6: the audit log (issue 13, SPEC section 2).
+-- Hookwarden schema, version 6: the audit log (issue 13).
 -- Every operator action that changes state (replay, prune, quarantine
 -- release and drop, pause, resume, backfill), from the CLI, the admin API or
 -- the dashboard, is one row, written in the same transaction as the change
