@@ -94,7 +94,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}
 	for _, s := range a.cfg.Sources {
 		a.Metrics.InitSource(s.Name)
-		a.Metrics.SetRetentionMargin(s.Name, a.cfg.Retention.Claims.D()-s.RetryHorizon.D()-s.RedriveWindow.D())
+		a.Metrics.SetRetentionMargin(s.Name, a.cfg.RetentionMargin(&s))
 		a.Metrics.SetExpectWithin(s.Name, s.ExpectWithin.D())
 		a.Metrics.SetLastAccepted(s.Name, last[s.Name])
 	}
