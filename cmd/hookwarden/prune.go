@@ -12,8 +12,6 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-func init() { commands = append(commands, newPruneCmd) }
-
 const (
 	// pruneFirst is when serve first applies retention after it starts, out
 	// of the way of start-up; pruneEvery is how often after that.
