@@ -235,7 +235,7 @@ func (b *bench) burstPhase(ctx context.Context) error {
 	defer s.stop()
 	res := runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: o.burstConns, MaxRequests: o.burst, Gen: b.gen(o.body)})
 	br := &burstReport{Events: o.burst, Conns: o.burstConns, Load: res, PeakRSSMiB: s.peakRSSMiB(),
-		RSSAfterMiB: s.statusMiB("VmRSS")}
+		RSSAfterMiB: s.rssMiB()}
 	if m, err := s.metrics(); err == nil {
 		br.AvgBatch, _ = batchStats(m)
 	}

@@ -13,8 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hookwarden/hookwarden/internal/procfs"
-	"github.com/hookwarden/hookwarden/internal/promtext"
+	"github.com/prometheus/procfs"
+
+	"github.com/hookwarden/hookwarden/internal/metrics"
 )
 
 // server is a server process under test: the ack-only baseline or
@@ -235,23 +236,47 @@ func (s *server) exitError() error {
 	return nil
 }
 
-// statusMiB is a /proc/PID/status field in MiB (VmHWM: peak RSS, VmRSS:
-// RSS now); negative if it cannot be read.
-func (s *server) statusMiB(field string) float64 {
-	st, err := procfs.Status(s.cmd.Process.Pid)
+// status is the process's /proc/PID/status; ok false if it cannot be read.
+func (s *server) status() (procfs.ProcStatus, bool) {
+	p, err := procfs.NewProc(s.cmd.Process.Pid)
 	if err != nil {
-		return -1
+		return procfs.ProcStatus{}, false
 	}
-	return float64(st[field]) / 1024
+	st, err := p.NewStatus()
+	return st, err == nil
 }
 
-// peakRSSMiB is the process's VmHWM.
-func (s *server) peakRSSMiB() float64 { return s.statusMiB("VmHWM") }
+// rssMiB is the process's resident set now (VmRSS) in MiB; negative if it
+// cannot be read.
+func (s *server) rssMiB() float64 {
+	st, ok := s.status()
+	if !ok {
+		return -1
+	}
+	return float64(st.VmRSS) / (1 << 20)
+}
+
+// peakRSSMiB is the process's peak resident set (VmHWM) in MiB; negative if
+// it cannot be read.
+func (s *server) peakRSSMiB() float64 {
+	st, ok := s.status()
+	if !ok {
+		return -1
+	}
+	return float64(st.VmHWM) / (1 << 20)
+}
 
 // cpuSeconds is the process's user+system CPU time so far.
 func (s *server) cpuSeconds() float64 {
-	c, _ := procfs.CPUSeconds(s.cmd.Process.Pid)
-	return c
+	p, err := procfs.NewProc(s.cmd.Process.Pid)
+	if err != nil {
+		return 0
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.CPUTime()
 }
 
 // selfCPU is the harness's own user+system CPU time so far.
@@ -271,7 +296,7 @@ func (s *server) metrics() (map[string]float64, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	return promtext.Parse(resp.Body)
+	return metrics.ParseText(resp.Body)
 }
 
 // batchStats returns the average commit batch size and the commit count.

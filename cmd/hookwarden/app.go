@@ -23,14 +23,6 @@ import (
 	"github.com/hookwarden/hookwarden/worker"
 )
 
-// heartbeatEvery is how often a running serve records that it is alive; an
-// outage window is known to within this.
-const heartbeatEvery = 2 * time.Second
-
-// outboxRefresh is how stale the outbox gauges may be: counting a deep backlog
-// happens on this timer, never inside a scrape.
-const outboxRefresh = 2 * time.Second
-
 // App is a running `hookwarden serve`: store, receiver, workers and admin
 // server. Start and Stop are separate so tests can boot it on :0.
 type App struct {
@@ -94,7 +86,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}
 	for _, s := range a.cfg.Sources {
 		a.Metrics.InitSource(s.Name)
-		a.Metrics.SetRetentionMargin(s.Name, a.cfg.Retention.Claims.D()-s.RetryHorizon.D()-s.RedriveWindow.D())
+		a.Metrics.SetRetentionMargin(s.Name, a.cfg.RetentionMargin(&s))
 		a.Metrics.SetExpectWithin(s.Name, s.ExpectWithin.D())
 		a.Metrics.SetLastAccepted(s.Name, last[s.Name])
 	}
@@ -179,9 +171,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.wg.Add(1)
 	go a.heartbeat(bg)
 	a.wg.Add(1)
-	go func() { defer a.wg.Done(); a.Metrics.RunOutbox(bg, outboxRefresh) }()
+	go a.outboxLoop(bg)
 	a.wg.Add(1)
-	go a.pruneLoop(bg) // prune.go: retention, hourly, in small batches
+	go a.pruneLoop(bg) // loops.go: retention, hourly, in small batches
 	a.log.Info("hookwarden serving", "receiver", a.hookLn.Addr().String(), "admin", a.adminLn.Addr().String(),
 		"database", a.Store.Path(), "sources", len(sources), "destinations", len(wdests), "version", versionString())
 	return nil
@@ -195,23 +187,6 @@ func (a *App) serve(srv *http.Server, ln net.Listener, name string) {
 			a.log.Error("listener failed", "server", name, "err", err)
 		}
 	}()
-}
-
-// heartbeat records liveness so `gaps` can find outage windows.
-func (a *App) heartbeat(ctx context.Context) {
-	defer a.wg.Done()
-	t := time.NewTicker(heartbeatEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := a.Store.Heartbeat(ctx, a.runID); err != nil && ctx.Err() == nil {
-				a.log.Warn("heartbeat not recorded", "err", err)
-			}
-		}
-	}
 }
 
 // ready is /readyz: the last write succeeded and the workers are turning.

@@ -10,8 +10,6 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-func init() { commands = append(commands, newBackupCmd) }
-
 func newBackupCmd(g *globals) *cobra.Command {
 	var noVerify bool
 	cmd := &cobra.Command{

@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newServeProfiledCmd) }
-
 // newServeProfiledCmd is `serve` writing CPU and heap profiles, for the
 // benchmark harness (make bench PROFILE=dir). Hidden: it is a tool for
 // developers, and profiling costs a few per cent of CPU. The profiles are

@@ -8,8 +8,6 @@ import (
 	"github.com/hookwarden/hookwarden/internal/config"
 )
 
-func init() { commands = append(commands, newCheckCmd) }
-
 func newCheckCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "check",

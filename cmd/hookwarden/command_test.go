@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // A command destination interrupted by kill -9 of hookwarden: the running
@@ -86,11 +88,13 @@ func readRuns(t *testing.T, path string) [][]string {
 }
 
 func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return true
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+	st, err := p.Stat()
+	if err != nil {
+		return true
+	}
+	return st.State == "Z"
 }

@@ -16,7 +16,7 @@ func (a *App) newDashboard(adm *admin.Admin, tokenSet bool) (*admin.Dashboard, e
 		out := make([]admin.DashboardSource, len(cfg.Sources))
 		for i, s := range cfg.Sources {
 			out[i] = admin.DashboardSource{Name: s.Name, ExpectWithin: s.ExpectWithin.D(), RetryHorizon: s.RetryHorizon.D(),
-				RetentionMargin: cfg.Retention.Claims.D() - s.RetryHorizon.D() - s.RedriveWindow.D()}
+				RetentionMargin: cfg.RetentionMargin(&s)}
 		}
 		return out
 	}

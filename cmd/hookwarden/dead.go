@@ -10,8 +10,6 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-func init() { commands = append(commands, newDeadCmd) }
-
 func newDeadCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dead",

@@ -9,13 +9,14 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hookwarden/hookwarden/internal/procfs"
+	"github.com/prometheus/procfs"
+
+	"github.com/hookwarden/hookwarden/internal/metrics"
 )
 
 // The door: what a request may cost before it is authenticated (SPEC
@@ -43,36 +44,45 @@ func heapAlloc(t *testing.T, adm string) int64 {
 	return int64(scrape(t, adm, "go_memstats_heap_alloc_bytes"))
 }
 
-// scrape reads one unlabelled series from the child's /metrics.
-func scrape(t *testing.T, adm, name string) float64 {
+// scrape reads one series from the child's /metrics; the test fails if it
+// is absent.
+func scrape(t *testing.T, adm, series string) float64 {
+	t.Helper()
+	v, ok := scrapeAll(t, adm)[series]
+	if !ok {
+		t.Fatalf("no %s in /metrics", series)
+	}
+	return v
+}
+
+// scrapeAll reads the child's /metrics, one value per series as the
+// exposition writes it (name{label="value",...}).
+func scrapeAll(t *testing.T, adm string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + adm + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no %s in /metrics", name)
-	return 0
-}
-
-func rssKB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	st, err := procfs.Status(pid)
+	m, err := metrics.ParseText(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st[field]
+	return m
+}
+
+// procStatus reads the process's /proc/PID/status (sizes in bytes).
+func procStatus(t *testing.T, pid int) procfs.ProcStatus {
+	t.Helper()
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.NewStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // TestIdleDeclaredBodiesDoNotTakeMemory: 300 connections each declaring a
@@ -104,7 +114,7 @@ func idleDeclaredBodies(t *testing.T, extra string) {
 			t.Fatalf("warm-up: %+v", got)
 		}
 	}
-	before, heapBefore := rssKB(t, pid, "VmRSS"), heapAlloc(t, adm)
+	before, heapBefore := int64(procStatus(t, pid).VmRSS>>10), heapAlloc(t, adm)
 
 	const conns = 300
 	idle := make([]net.Conn, 0, conns)
@@ -142,7 +152,7 @@ func idleDeclaredBodies(t *testing.T, extra string) {
 	// Every idle connection has been read by now (the signed ones came
 	// after them); give the last reads a moment, then take the peak.
 	time.Sleep(300 * time.Millisecond)
-	peak, heap := rssKB(t, pid, "VmHWM"), heapAlloc(t, adm)
+	peak, heap := int64(procStatus(t, pid).VmHWM>>10), heapAlloc(t, adm)
 	if held := scrape(t, adm, "hookwarden_receiver_inflight_bytes"); held <= 0 {
 		t.Errorf("hookwarden_receiver_inflight_bytes %v with %d bodies open, want > 0", held, conns)
 	}

@@ -17,8 +17,6 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-func init() { commands = append(commands, newEventsCmd) }
-
 func newEventsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events",

@@ -12,8 +12,6 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-func init() { commands = append(commands, newGapsCmd) }
-
 // gapStale is how old the last run's heartbeat may be before gaps calls that
 // run dead: a few missed heartbeats, never one late tick.
 const gapStale = 5 * heartbeatEvery

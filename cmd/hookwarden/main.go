@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -51,6 +50,27 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	// Text output escapes control characters (safetext.go); --json and
 	// --body write exact bytes through rawWriter.
 	g := &globals{stdin: stdin, stdout: newSafeWriter(stdout), stderr: newSafeWriter(stderr)}
+	root := newRootCmd(g, args)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(g.stderr, "hookwarden:", err)
+	// Root runs nothing: an error that stops there is cobra's unknown
+	// command (flag errors are usageErrors already).
+	var ue *usageError
+	if errors.As(err, &ue) || cmd == root {
+		return 2
+	}
+	return 1
+}
+
+// newRootCmd is the command tree: the global flags and every command.
+func newRootCmd(g *globals, args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hookwarden",
 		Short:         "A durable webhook receiver: verify, record in SQLite, deliver exactly once in effect",
@@ -60,43 +80,48 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	// --version prints what `version` prints; the line holds no template braces.
 	root.Version = versionString()
 	root.SetVersionTemplate(versionLine() + "\n")
-	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.configPath, "config", "",
 		"configuration file (default $HOOKWARDEN_CONFIG, ./config.yaml, /etc/hookwarden/config.yaml)")
 	root.PersistentFlags().StringVar(&g.dbPath, "db", "", "database file; overrides database.path (read-only commands need no config with it)")
 	root.PersistentFlags().BoolVar(&g.write, "write", false,
 		"with --db: let a command that changes the database (replay, prune, ...) change a file no serve owns")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	for _, add := range commands {
-		root.AddCommand(add(g))
-	}
-
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintln(g.stderr, "hookwarden:", err)
-	var ue *usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
-		return 2
-	}
-	return 1
+	root.AddCommand(
+		newServeCmd(g),
+		newCheckCmd(g),
+		newEventsCmd(g),
+		newDeadCmd(g),
+		newQuarantineCmd(g),
+		newReplayCmd(g),
+		newStatsCmd(g),
+		newGapsCmd(g),
+		newPruneCmd(g),
+		newBackupCmd(g),
+		newSignCmd(g),
+		newVersionCmd(g),
+		newServeProfiledCmd(g), // hidden: make bench
+	)
+	// cobra adds `completion` when it runs; add it now so that its argument
+	// checks are wrapped with the others.
+	root.InitDefaultCompletionCmd(args...)
+	wrapArgs(root)
+	return root
 }
 
-// commands are the subcommand constructors; each file adds its own.
-var commands []func(*globals) *cobra.Command
-
-// isCobraUsage recognises cobra's own argument errors (unknown command,
-// wrong number of arguments), which it does not type.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "accepts ", "requires at least", "unknown flag", "unknown shorthand", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
+// wrapArgs makes the positional-argument check of cmd and of every command
+// under it (cobra.NoArgs, cobra.ExactArgs, ...) fail with a usageError, so a
+// wrong argument, an unknown subcommand among them, exits 2. A command
+// without a check (replay) validates its arguments itself.
+func wrapArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return &usageError{err}
+			}
+			return nil
 		}
 	}
-	return false
+	for _, sub := range cmd.Commands() {
+		wrapArgs(sub)
+	}
 }

@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -109,54 +108,6 @@ func (s *supervisor) stopping() {
 		s.wg.Wait()
 	}
 	s.send(sdnotify.Stopping, sdnotify.Status("stopping: draining deliveries"))
-}
-
-// watchdog pings every period while check passes. check gets the period as
-// its deadline: a check that cannot finish in time is a failed check.
-func (s *supervisor) watchdog(ctx context.Context, check func(context.Context) error) {
-	t := time.NewTicker(s.every)
-	defer t.Stop()
-	healthy := true
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cctx, cancel := context.WithTimeout(ctx, s.every)
-		err := check(cctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		switch {
-		case err == nil:
-			s.send(sdnotify.Watchdog)
-			if !healthy {
-				s.log.Info("healthy again: watchdog pings resumed")
-				healthy = true
-			}
-		default:
-			// Logged every period: the journal shows how long it lasted
-			// before systemd's "Watchdog timeout" line.
-			s.log.Error("unhealthy: watchdog ping withheld; systemd restarts the process if this lasts", "err", err)
-			healthy = false
-		}
-	}
-}
-
-// watchdogCheck proves the writer is alive by committing an empty
-// transaction through it (a wedged writer never answers, and the deadline
-// fails the check), then asks ready(): the last write succeeded and every
-// destination's dispatcher is turning.
-func (a *App) watchdogCheck(ctx context.Context) error {
-	if err := a.Store.Ping(ctx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("database writer: no commit within the watchdog period: %w", err)
-		}
-		return fmt.Errorf("database writer: %w", err)
-	}
-	return a.ready(ctx)
 }
 
 func servingStatus(app *App) string {

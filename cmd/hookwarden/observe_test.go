@@ -73,6 +73,11 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 	if got := a.metric("hookwarden_ready"); got != 1 {
 		t.Errorf("ready = %v, want 1", got)
 	}
+	std := a.cfg.Sources[0]
+	if got, want := a.metric("hookwarden_retention_margin_seconds", "source", "std"),
+		(a.cfg.Retention.Claims.D() - std.RetryHorizon.D() - std.RedriveWindow.D()).Seconds(); got != want || want <= 0 {
+		t.Errorf("retention_margin = %v, want claims - (horizon + redrive) = %v", got, want)
+	}
 	if _, ok := a.metricValue("hookwarden_last_accepted_timestamp_seconds", "source", "std"); ok {
 		t.Error("last_accepted present on an empty database")
 	}

@@ -1,24 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hookwarden/hookwarden/internal/config"
 	"github.com/hookwarden/hookwarden/sqlitestore"
-)
-
-func init() { commands = append(commands, newPruneCmd) }
-
-const (
-	// pruneFirst is when serve first applies retention after it starts, out
-	// of the way of start-up; pruneEvery is how often after that.
-	pruneFirst = time.Minute
-	pruneEvery = time.Hour
 )
 
 // retentionOf turns the configuration into the store's retention, refusing
@@ -144,44 +133,6 @@ func printPrune(g *globals, cfg *config.Config, res sqlitestore.PruneResult) {
 			"  (resolve them: hookwarden dead list / replay; hookwarden quarantine list / release)\n",
 			plural(res.HeldDead, "event", "events"), plural(res.HeldPending, "event", "events"),
 			plural(res.HeldQuarantined, "quarantined request", "quarantined requests"))
-	}
-}
-
-// pruneLoop applies retention inside serve: once shortly after start, then
-// every pruneEvery, in small batches through the writer.
-func (a *App) pruneLoop(ctx context.Context) {
-	defer a.wg.Done()
-	t := time.NewTimer(pruneFirst)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		a.pruneOnce(ctx)
-		t.Reset(pruneEvery)
-	}
-}
-
-func (a *App) pruneOnce(ctx context.Context) {
-	cfg := a.currentConfig()
-	ret := retention(cfg)
-	start := time.Now()
-	res, err := a.Store.Prune(ctx, sqlitestore.PruneOptions{Retention: ret})
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Error("retention failed; it is tried again next hour", "err", err)
-		}
-		return
-	}
-	if res.EventsDeleted > 0 || res.PayloadsPruned > 0 || res.QuarantineDeleted > 0 {
-		a.log.Info("retention applied", "payloads_pruned", res.PayloadsPruned, "payload_bytes", res.PayloadBytes,
-			"events_deleted", res.EventsDeleted, "quarantine_deleted", res.QuarantineDeleted, "took", time.Since(start).Round(time.Millisecond))
-	}
-	if res.HeldDead > 0 || res.HeldQuarantined > 0 {
-		a.log.Warn("kept past retention.payloads on purpose: dead letters and quarantined requests need a human",
-			"events_with_dead_letters", res.HeldDead, "pending_events", res.HeldPending, "quarantined", res.HeldQuarantined)
 	}
 }
 

@@ -17,8 +17,6 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-func init() { commands = append(commands, newQuarantineCmd) }
-
 func newQuarantineCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quarantine",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"database/sql"
 	"encoding/json"
@@ -90,17 +89,8 @@ func (c *child) post(t *testing.T, name string, p signature.Params, body []byte,
 
 func (c *child) metric(t *testing.T, series string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + c.adm + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			n, _ := strconv.ParseFloat(v, 64)
-			return int(n)
-		}
+	if v, ok := scrapeAll(t, c.adm)[series]; ok {
+		return int(v)
 	}
 	return -1
 }

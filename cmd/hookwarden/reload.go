@@ -154,7 +154,7 @@ func (a *App) Reload(next *config.Config) (reloadResult, error) {
 	a.Receiver.SetSources(sources)
 	for _, s := range merged.Sources {
 		a.Metrics.InitSource(s.Name)
-		a.Metrics.SetRetentionMargin(s.Name, merged.Retention.Claims.D()-s.RetryHorizon.D()-s.RedriveWindow.D())
+		a.Metrics.SetRetentionMargin(s.Name, merged.RetentionMargin(&s))
 		a.Metrics.SetExpectWithin(s.Name, s.ExpectWithin.D())
 	}
 	for _, d := range destinationNames(&merged) {

@@ -11,8 +11,6 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-func init() { commands = append(commands, newReplayCmd) }
-
 func newReplayCmd(g *globals) *cobra.Command {
 	var sel sqlitestore.ReplaySelector
 	var opt sqlitestore.ReplayOptions

@@ -14,8 +14,6 @@ import (
 	"github.com/hookwarden/hookwarden/internal/config"
 )
 
-func init() { commands = append(commands, newServeCmd) }
-
 // stopTimeout bounds the HTTP part of a graceful stop; the workers' own drain
 // timeout comes after it, inside systemd's default 90 s.
 const stopTimeout = 20 * time.Second

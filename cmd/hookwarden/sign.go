@@ -18,8 +18,6 @@ import (
 	"github.com/hookwarden/hookwarden/internal/signature"
 )
 
-func init() { commands = append(commands, newSignCmd) }
-
 func newSignCmd(g *globals) *cobra.Command {
 	var source, bodyFile, sendURL string
 	var demo bool

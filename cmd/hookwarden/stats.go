@@ -9,8 +9,6 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-func init() { commands = append(commands, newStatsCmd) }
-
 func newStatsCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

@@ -31,8 +31,6 @@ func versionString() string {
 	return "dev"
 }
 
-func init() { commands = append(commands, newVersionCmd) }
-
 func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",

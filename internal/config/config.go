@@ -470,10 +470,10 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 	if s.Scheme == "twilio" && s.PublicURL == "" {
 		add(p+".public_url", "required for scheme twilio: the exact URL Twilio calls, which it signs")
 	}
-	if need := s.RetryHorizon.D() + s.RedriveWindow.D(); c.Retention.Claims.D() < need {
+	if margin := c.RetentionMargin(s); margin < 0 {
 		add("retention.claims", "%s is shorter than source %q's retry_horizon + redrive_window (%s): "+
 			"a late retry or redrive would be taken for a new event and delivered twice",
-			c.Retention.Claims, s.Name, Duration(need))
+			c.Retention.Claims, s.Name, Duration(c.Retention.Claims.D()-margin))
 	}
 	if len(s.Destinations) == 0 {
 		warn(p+".destinations", "no destinations: events are recorded but delivered nowhere")
@@ -619,6 +619,14 @@ func (s *Source) unsignedHeaders(spec string) []string {
 		}
 	}
 	return out
+}
+
+// RetentionMargin is how long a claim of source s outlives the last retry
+// its provider may send and the last redrive an operator may ask for:
+// retention.claims minus (retry_horizon + redrive_window). Negative, a late
+// double would find no claim and be delivered again.
+func (c *Config) RetentionMargin(s *Source) time.Duration {
+	return c.Retention.Claims.D() - (s.RetryHorizon.D() + s.RedriveWindow.D())
 }
 
 // BodyReplayCheck reports whether the source's signature covers its body but

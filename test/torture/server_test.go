@@ -1,7 +1,6 @@
 package torture
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -14,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookwarden/hookwarden/internal/procfs"
-	"github.com/hookwarden/hookwarden/internal/promtext"
+	"github.com/prometheus/procfs"
+
+	"github.com/hookwarden/hookwarden/internal/metrics"
 )
 
 // Constants of the configuration every scenario serves.
@@ -240,21 +240,16 @@ func (s *server) freeze() {
 
 // allStopped reports whether every task of pid is in state T or t.
 func allStopped(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	tasks, err := procfs.AllThreads(pid)
 	if err != nil {
 		return false
 	}
 	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		st, err := task.Stat()
 		if err != nil {
 			return false
 		}
-		// state is the field after the ")" that closes the command name
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) {
-			return false
-		}
-		if st := b[i+2]; st != 'T' && st != 't' {
+		if st.State != "T" && st.State != "t" {
 			return false
 		}
 	}
@@ -324,7 +319,7 @@ func (s *server) mustMetrics() metricSet {
 
 type metricSet map[string]float64
 
-func parseMetrics(r io.Reader) (metricSet, error) { return promtext.Parse(r) }
+func parseMetrics(r io.Reader) (metricSet, error) { return metrics.ParseText(r) }
 
 // Series the scenarios read.
 const (
@@ -354,16 +349,23 @@ func (p procStats) String() string {
 
 func (s *server) proc() procStats {
 	s.t.Helper()
-	pid := s.pid()
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	p, err := procfs.NewProc(s.pid())
+	if err != nil {
+		s.t.Fatalf("read /proc: %v", err)
+	}
+	fds, err := p.FileDescriptorsLen()
 	if err != nil {
 		s.t.Fatalf("read fds: %v", err)
 	}
-	status, err := procfs.Status(pid)
+	stat, err := p.Stat()
+	if err != nil {
+		s.t.Fatalf("read stat: %v", err)
+	}
+	status, err := p.NewStatus()
 	if err != nil {
 		s.t.Fatalf("read status: %v", err)
 	}
-	return procStats{FDs: len(fds), Threads: int(status["Threads"]), RSSKiB: int(status["VmRSS"])}
+	return procStats{FDs: fds, Threads: stat.NumThreads, RSSKiB: int(status.VmRSS / 1024)}
 }
 
 // waitFor polls cond every 50ms until it holds or d passes.
