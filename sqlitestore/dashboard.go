@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"time"
 )
 
@@ -47,22 +48,14 @@ SELECT
 	return out, nil
 }
 
-// WindowCounts are a source's events in a recent window: new events claimed
-// and repeats of claimed ones (divergent repeats and batch elements
-// included), counted as Stats counts them.
-type WindowCounts struct {
-	Accepted   int `json:"accepted"`
-	Duplicates int `json:"duplicates"`
-}
-
 // RecentCounts counts each source's accepted events and duplicates since
 // hour ([0]) and since day ([1]), for the dashboard. The cost follows the
 // day's traffic, not the history: events are walked newest first by id down
 // to the last one claimed before day (ids grow with time, so the window is
 // exact to within one writer batch), receipts on (source, received_at).
 // Counts older than retention.payloads are not in these windows' reach.
-func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]WindowCounts, error) {
-	out := make(map[string][2]WindowCounts, len(sources))
+func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]hookwarden.WindowCounts, error) {
+	out := make(map[string][2]hookwarden.WindowCounts, len(sources))
 	h, d := fmtTime(hour), fmtTime(day)
 	var from int64
 	if err := s.rdb.QueryRowContext(ctx, `SELECT `+idBefore("?"), d).Scan(&from); err != nil {
@@ -83,7 +76,7 @@ SELECT a.n, a.h, r.n, r.h, b.n, b.h FROM
 		if err != nil {
 			return nil, fmt.Errorf("recent counts of %s: %w", src, err)
 		}
-		out[src] = [2]WindowCounts{
+		out[src] = [2]hookwarden.WindowCounts{
 			{Accepted: accH, Duplicates: dupH + batH},
 			{Accepted: accD, Duplicates: dupD + batD},
 		}

@@ -11,88 +11,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
-
-// EventStatus is an event's state, derived from its jobs: dead if any job is
-// dead-lettered, else pending if any job is pending, else delivered (which
-// includes an event that matched no destination). Quarantined receipts have
-// no event id and no jobs.
-type EventStatus string
-
-const (
-	StatusPending     EventStatus = "pending"
-	StatusDelivered   EventStatus = "delivered"
-	StatusDead        EventStatus = "dead"
-	StatusQuarantined EventStatus = "quarantined"
-)
-
-// ParseStatus checks a --status value.
-func ParseStatus(s string) (EventStatus, error) {
-	switch st := EventStatus(s); st {
-	case "", StatusPending, StatusDelivered, StatusDead, StatusQuarantined:
-		return st, nil
-	}
-	return "", fmt.Errorf("unknown status %q: want pending, delivered, dead or quarantined", s)
-}
-
-// DefaultLimit is the page size of list queries when none is given; MaxLimit caps it.
-const (
-	DefaultLimit = 50
-	MaxLimit     = 10000
-)
-
-// EventFilter selects events for ListEvents. Zero fields select everything.
-type EventFilter struct {
-	Source string
-	// Type is an exact event type, or a prefix ending in "*" ("invoice.*").
-	Type   string
-	Status EventStatus
-	// Since keeps events claimed (quarantined: last received) at or after it.
-	Since time.Time
-	Limit int
-	// Cursor continues a listing: only rows older than it (the Next of the
-	// previous page). 0 starts from the newest.
-	Cursor int64
-}
-
-// EventSummary is one line of an event listing. For a quarantined receipt,
-// EventID is empty and Receipt, Reason, Count and LastAt are set.
-type EventSummary struct {
-	Ref       int64       `json:"ref"` // row id of the claim (quarantined: of the receipt)
-	Source    string      `json:"source"`
-	EventID   string      `json:"event_id,omitempty"`
-	Type      string      `json:"type,omitempty"`
-	Status    EventStatus `json:"status"`
-	ClaimedAt time.Time   `json:"claimed_at"`
-	// Receipts counts every request that carried the event (1 + duplicates).
-	Receipts      int  `json:"receipts"`
-	Divergent     bool `json:"divergent,omitempty"` // a duplicate carried different bytes
-	Jobs          int  `json:"jobs"`
-	Pending       int  `json:"pending"`
-	Delivered     int  `json:"delivered"`
-	Dead          int  `json:"dead"`
-	PayloadPruned bool `json:"payload_pruned,omitempty"`
-	// PrunedAt is when retention removed the payload (zero: not pruned).
-	PrunedAt time.Time `json:"pruned_at,omitzero"`
-	// SummaryOnly is set when retention.payloads folded the event into its
-	// claim: its receipts (bodies and headers), jobs and attempt log are
-	// gone, and Receipts, Jobs, Delivered and the fields below are what
-	// was kept of them.
-	SummaryOnly    bool      `json:"summary_only,omitempty"`
-	LastReceivedAt time.Time `json:"last_received_at,omitzero"`
-	DeliveredAt    time.Time `json:"delivered_at,omitzero"`
-	Attempts       int       `json:"attempts,omitempty"`
-
-	Receipt int64     `json:"receipt,omitempty"` // quarantined only
-	Reason  string    `json:"reason,omitempty"`
-	Count   int       `json:"count,omitempty"`
-	LastAt  time.Time `json:"last_at,omitzero"`
-}
 
 // payloadPruned is true when retention removed the bytes an event would be
 // delivered with: the event was folded into its claim (schema 5), or its
@@ -112,7 +35,7 @@ const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at,
 	e.pruned_at, COALESCE(e.jobs, 0), COALESCE(e.attempts, 0), e.last_received_at, e.delivered_at`
 
 // scanEvent reads the eventColumns (then extra) of one row.
-func scanEvent(sc interface{ Scan(...any) error }, ev *EventSummary, extra ...any) error {
+func scanEvent(sc interface{ Scan(...any) error }, ev *hookwarden.EventSummary, extra ...any) error {
 	var at string
 	var pruned, last, delivered sql.NullInt64
 	var foldedJobs int
@@ -144,21 +67,21 @@ func unixTime(v sql.NullInt64) time.Time {
 	return time.Unix(v.Int64, 0).UTC()
 }
 
-func statusOf(pending, dead int) EventStatus {
+func statusOf(pending, dead int) hookwarden.EventStatus {
 	switch {
 	case dead > 0:
-		return StatusDead
+		return hookwarden.StatusDead
 	case pending > 0:
-		return StatusPending
+		return hookwarden.StatusPending
 	}
-	return StatusDelivered
+	return hookwarden.StatusDelivered
 }
 
 func limitOf(n int) int {
 	if n <= 0 {
-		return DefaultLimit
+		return hookwarden.DefaultLimit
 	}
-	return min(n, MaxLimit)
+	return min(n, hookwarden.MaxLimit)
 }
 
 // idBefore is a scalar subquery: the id of the newest event claimed before
@@ -170,8 +93,8 @@ func idBefore(bound string) string {
 
 // ListEvents lists events newest first. next is the cursor of the following
 // page, 0 when this page is the last.
-func (s *Store) ListEvents(ctx context.Context, f EventFilter) (items []EventSummary, next int64, err error) {
-	if f.Status == StatusQuarantined {
+func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items []hookwarden.EventSummary, next int64, err error) {
+	if f.Status == hookwarden.StatusQuarantined {
 		return s.listQuarantined(ctx, f)
 	}
 	var where []string
@@ -199,12 +122,12 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (items []EventSum
 		where, args = append(where, "e.id < ?"), append(args, f.Cursor)
 	}
 	switch f.Status {
-	case StatusDead:
+	case hookwarden.StatusDead:
 		where = append(where, "e.id IN (SELECT event_ref FROM jobs WHERE state = 'dead')")
-	case StatusPending:
+	case hookwarden.StatusPending:
 		where = append(where, "e.id IN (SELECT event_ref FROM jobs WHERE state = 'pending')",
 			"e.id NOT IN (SELECT event_ref FROM jobs WHERE state = 'dead')")
-	case StatusDelivered:
+	case hookwarden.StatusDelivered:
 		where = append(where, "NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state != 'delivered')")
 	case "":
 	default:
@@ -223,7 +146,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (items []EventSum
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var ev EventSummary
+		var ev hookwarden.EventSummary
 		if err := scanEvent(rows, &ev); err != nil {
 			return nil, 0, fmt.Errorf("list events: %w", err)
 		}
@@ -239,7 +162,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) (items []EventSum
 	return items, next, nil
 }
 
-func (s *Store) listQuarantined(ctx context.Context, f EventFilter) (items []EventSummary, next int64, err error) {
+func (s *Store) listQuarantined(ctx context.Context, f hookwarden.EventFilter) (items []hookwarden.EventSummary, next int64, err error) {
 	where := []string{"q.released_at IS NULL"} // a released request is an event now
 	var args []any
 	if f.Source != "" {
@@ -264,7 +187,7 @@ func (s *Store) listQuarantined(ctx context.Context, f EventFilter) (items []Eve
 	}
 	defer rows.Close()
 	for rows.Next() {
-		ev := EventSummary{Status: StatusQuarantined}
+		ev := hookwarden.EventSummary{Status: hookwarden.StatusQuarantined}
 		var first, last string
 		if err := rows.Scan(&ev.Receipt, &ev.Source, &ev.Reason, &first, &last, &ev.Count); err != nil {
 			return nil, 0, fmt.Errorf("list quarantined: %w", err)
@@ -288,74 +211,16 @@ func (s *Store) listQuarantined(ctx context.Context, f EventFilter) (items []Eve
 	return items, next, nil
 }
 
-// EventDetail is everything known about one event.
-type EventDetail struct {
-	EventSummary
-	BodySHA256 string `json:"body_sha256"`
-	// Body is the payload as delivered: the first receipt's raw body, or the
-	// event's own element of a batch. Nil when retention pruned it.
-	Body        []byte        `json:"body"`
-	ContentType string        `json:"content_type,omitempty"`
-	ReceiptLog  []ReceiptInfo `json:"receipt_log"`
-	JobLog      []JobInfo     `json:"job_log"`
-	// Audit lists the operator actions that changed the event (replays),
-	// oldest first.
-	Audit []AuditRecord `json:"audit,omitempty"`
-}
-
-// ReceiptInfo is one request from the provider that carried the event.
-type ReceiptInfo struct {
-	ID         int64       `json:"id"`
-	Kind       string      `json:"kind"` // accepted, duplicate, divergent (per event, also inside a batch)
-	Batch      bool        `json:"batch,omitempty"`
-	ReceivedAt time.Time   `json:"received_at"`
-	RemoteAddr string      `json:"remote_addr"`
-	Header     http.Header `json:"headers"`
-	BodySHA256 string      `json:"body_sha256"`
-	// Body is the raw request body; nil for a byte-identical duplicate (the
-	// first receipt has it) and after pruning.
-	Body     []byte    `json:"body"`
-	PrunedAt time.Time `json:"pruned_at,omitzero"`
-}
-
-// JobInfo is one destination's job for the event, with every attempt.
-type JobInfo struct {
-	ID          int64         `json:"id"`
-	Destination string        `json:"destination"`
-	State       string        `json:"state"`
-	Attempts    int           `json:"attempts"` // since creation or the last replay
-	DeadCount   int           `json:"dead_count"`
-	NextAt      time.Time     `json:"next_at"`
-	LeasedUntil time.Time     `json:"leased_until,omitzero"`
-	LastError   string        `json:"last_error,omitempty"`
-	CreatedAt   time.Time     `json:"created_at"`
-	FinishedAt  time.Time     `json:"finished_at,omitzero"`
-	ReplayedAt  time.Time     `json:"replayed_at,omitzero"`
-	Log         []AttemptInfo `json:"attempt_log"`
-}
-
-// AttemptInfo is one delivery attempt.
-type AttemptInfo struct {
-	Number     int       `json:"number"`
-	StartedAt  time.Time `json:"started_at"`
-	DurationMS float64   `json:"duration_ms"`
-	StatusCode int       `json:"status_code,omitempty"`
-	ExitCode   *int      `json:"exit_code,omitempty"`
-	Error      string    `json:"error,omitempty"`
-	Response   string    `json:"response,omitempty"`
-	Verdict    string    `json:"verdict"`
-}
-
 // ShowEvent returns one event with its receipts, jobs and attempts, or an
 // error wrapping hookwarden.ErrNotFound.
-func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*EventDetail, error) {
+func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwarden.EventDetail, error) {
 	// One read transaction: a consistent snapshot across the queries below.
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("show event: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	d := &EventDetail{}
+	d := &hookwarden.EventDetail{}
 	var sum, element []byte
 	row := tx.QueryRowContext(ctx, "SELECT "+eventColumns+", e.body_sha256, e.body FROM events e WHERE e.source = ? AND e.event_id = ?",
 		source, eventID)
@@ -406,7 +271,7 @@ func (s *Store) QuarantinedReceipt(ctx context.Context, source string, id int64)
 	return n > 0, nil
 }
 
-func loadReceipts(ctx context.Context, tx *sql.Tx, d *EventDetail) error {
+func loadReceipts(ctx context.Context, tx *sql.Tx, d *hookwarden.EventDetail) error {
 	rows, err := tx.QueryContext(ctx, `
 SELECT r.id, r.kind, 0, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at
 FROM receipts r WHERE r.event_ref = ?1
@@ -419,14 +284,14 @@ ORDER BY 1`, d.Ref)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var r ReceiptInfo
+		var r hookwarden.ReceiptInfo
 		var at, headers string
 		var sum []byte
 		var pruned sql.NullString
 		if err := rows.Scan(&r.ID, &r.Kind, &r.Batch, &at, &r.RemoteAddr, &headers, &r.Body, &sum, &pruned); err != nil {
 			return fmt.Errorf("show event receipts: %w", err)
 		}
-		r.Header = DecodeHeaders(headers)
+		r.Header = decodeHeaders(headers)
 		r.BodySHA256 = hex.EncodeToString(sum)
 		if len(sum) == 0 && !r.Batch {
 			r.BodySHA256 = d.BodySHA256 // the event's own bytes: the hash is on the claim
@@ -445,7 +310,7 @@ ORDER BY 1`, d.Ref)
 	return nil
 }
 
-func loadJobs(ctx context.Context, tx *sql.Tx, d *EventDetail) error {
+func loadJobs(ctx context.Context, tx *sql.Tx, d *hookwarden.EventDetail) error {
 	rows, err := tx.QueryContext(ctx, `
 SELECT id, destination, state, attempts, dead_count, next_at, leased_until, last_error, created_at, finished_at, replayed_at
 FROM jobs WHERE event_ref = ? ORDER BY id`, d.Ref)
@@ -455,7 +320,7 @@ FROM jobs WHERE event_ref = ? ORDER BY id`, d.Ref)
 	defer rows.Close()
 	byID := map[int64]int{}
 	for rows.Next() {
-		var j JobInfo
+		var j hookwarden.JobInfo
 		var next, created string
 		var leased, lastErr, finished, replayed sql.NullString
 		if err := rows.Scan(&j.ID, &j.Destination, &j.State, &j.Attempts, &j.DeadCount, &next, &leased, &lastErr,
@@ -484,7 +349,7 @@ FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.event_ref = ? ORDER BY a.
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var a AttemptInfo
+		var a hookwarden.AttemptInfo
 		var job, us int64
 		var at string
 		var status, exit sql.NullInt64
@@ -513,30 +378,7 @@ FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.event_ref = ? ORDER BY a.
 	return nil
 }
 
-// DeadFilter selects dead letters. Zero fields select everything.
-type DeadFilter struct {
-	Source      string
-	Destination string // full name, "source/name"
-	Since       time.Time
-	Limit       int
-	Cursor      int64 // only jobs with a smaller id (the Next of the previous page)
-}
-
-// DeadLetter is one dead-lettered job.
-type DeadLetter struct {
-	JobID       int64     `json:"job_id"`
-	Source      string    `json:"source"`
-	EventID     string    `json:"event_id"`
-	Type        string    `json:"type"`
-	Destination string    `json:"destination"`
-	Attempts    int       `json:"attempts"`
-	DeadCount   int       `json:"dead_count"` // times dead-lettered; 3 or more needs --force to replay
-	LastError   string    `json:"last_error"`
-	DeadAt      time.Time `json:"dead_at"`
-	ClaimedAt   time.Time `json:"claimed_at"`
-}
-
-func deadWhere(f DeadFilter) ([]string, []any) {
+func deadWhere(f hookwarden.DeadFilter) ([]string, []any) {
 	where := []string{"j.state = 'dead'"}
 	var args []any
 	if f.Destination != "" {
@@ -552,7 +394,7 @@ func deadWhere(f DeadFilter) ([]string, []any) {
 }
 
 // ListDead lists dead letters, most recently created job first.
-func (s *Store) ListDead(ctx context.Context, f DeadFilter) (items []DeadLetter, next int64, err error) {
+func (s *Store) ListDead(ctx context.Context, f hookwarden.DeadFilter) (items []hookwarden.DeadLetter, next int64, err error) {
 	where, args := deadWhere(f)
 	if f.Cursor > 0 {
 		where, args = append(where, "j.id < ?"), append(args, f.Cursor)
@@ -569,7 +411,7 @@ WHERE `+strings.Join(where, " AND ")+` ORDER BY j.id DESC LIMIT ?`, args...)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var d DeadLetter
+		var d hookwarden.DeadLetter
 		var deadAt sql.NullString
 		var claimed string
 		if err := rows.Scan(&d.JobID, &d.Source, &d.EventID, &d.Type, &d.Destination, &d.Attempts, &d.DeadCount,
@@ -591,42 +433,12 @@ WHERE `+strings.Join(where, " AND ")+` ORDER BY j.id DESC LIMIT ?`, args...)
 	return items, next, nil
 }
 
-// SourceStats counts what a source sent.
-type SourceStats struct {
-	Source      string `json:"source"`
-	Accepted    int    `json:"accepted"`   // distinct events claimed
-	Duplicates  int    `json:"duplicates"` // repeats of claimed events (divergent ones included)
-	Divergent   int    `json:"divergent"`  // repeats with different bytes
-	Quarantined int    `json:"quarantined"`
-	// LastReceivedAt is the last request of any kind; zero if none.
-	LastReceivedAt time.Time `json:"last_received_at,omitzero"`
-}
-
-// DestinationStats is the state of one destination's outbox.
-type DestinationStats struct {
-	Destination string `json:"destination"`
-	Pending     int    `json:"pending"`
-	Delivered   int    `json:"delivered"`
-	Dead        int    `json:"dead"`
-	// OldestPending is the age of the oldest pending job, counted from its
-	// creation or its last replay.
-	OldestPending        time.Duration `json:"-"`
-	OldestPendingSeconds float64       `json:"oldest_pending_age_seconds"`
-}
-
-// Stats are the counts of `hookwarden stats` and /api/stats.
-type Stats struct {
-	At           time.Time          `json:"at"`
-	Sources      []SourceStats      `json:"sources"`
-	Destinations []DestinationStats `json:"destinations"`
-}
-
 // Stats counts per source and per destination over the whole file. What
 // retention deleted still counts (pruned_totals keeps its totals), so the
 // numbers do not drop when receipts and jobs are pruned. The
 // names given come first, with zeros, then any other name found in the file.
-func (s *Store) Stats(ctx context.Context, sources, destinations []string) (Stats, error) {
-	st := Stats{At: s.now().UTC()}
+func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error) {
+	st := hookwarden.Stats{At: s.now().UTC()}
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
@@ -634,12 +446,12 @@ func (s *Store) Stats(ctx context.Context, sources, destinations []string) (Stat
 	defer tx.Rollback() //nolint:errcheck // read-only
 
 	srcIdx := map[string]int{}
-	src := func(name string) *SourceStats {
+	src := func(name string) *hookwarden.SourceStats {
 		i, ok := srcIdx[name]
 		if !ok {
 			i = len(st.Sources)
 			srcIdx[name] = i
-			st.Sources = append(st.Sources, SourceStats{Source: name})
+			st.Sources = append(st.Sources, hookwarden.SourceStats{Source: name})
 		}
 		return &st.Sources[i]
 	}
@@ -687,12 +499,12 @@ ORDER BY 1`,
 	}
 
 	dstIdx := map[string]int{}
-	dst := func(name string) *DestinationStats {
+	dst := func(name string) *hookwarden.DestinationStats {
 		i, ok := dstIdx[name]
 		if !ok {
 			i = len(st.Destinations)
 			dstIdx[name] = i
-			st.Destinations = append(st.Destinations, DestinationStats{Destination: name})
+			st.Destinations = append(st.Destinations, hookwarden.DestinationStats{Destination: name})
 		}
 		return &st.Destinations[i]
 	}

@@ -143,7 +143,7 @@ func (s *Store) loadJobEvents(ctx context.Context, refs []int64) (map[int64]hook
 		if element {
 			j.ContentType = "application/json" // batch elements are JSON values
 		} else {
-			j.ContentType = DecodeHeaders(headers).Get("Content-Type")
+			j.ContentType = decodeHeaders(headers).Get("Content-Type")
 		}
 		out[ref] = j
 	}

@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 func init() { commands = append(commands, newStatsCmd) }
@@ -43,11 +42,11 @@ func newStatsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func writeStatsJSON(w io.Writer, st sqlitestore.Stats) error {
+func writeStatsJSON(w io.Writer, st hookwarden.Stats) error {
 	for _, s := range st.Sources {
 		if err := writeJSONLine(w, struct {
 			Kind string `json:"kind"`
-			sqlitestore.SourceStats
+			hookwarden.SourceStats
 		}{"source", s}); err != nil {
 			return err
 		}
@@ -55,7 +54,7 @@ func writeStatsJSON(w io.Writer, st sqlitestore.Stats) error {
 	for _, d := range st.Destinations {
 		if err := writeJSONLine(w, struct {
 			Kind string `json:"kind"`
-			sqlitestore.DestinationStats
+			hookwarden.DestinationStats
 		}{"destination", d}); err != nil {
 			return err
 		}
@@ -63,7 +62,7 @@ func writeStatsJSON(w io.Writer, st sqlitestore.Stats) error {
 	return nil
 }
 
-func printStats(w io.Writer, st sqlitestore.Stats) {
+func printStats(w io.Writer, st hookwarden.Stats) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "SOURCE\tACCEPTED\tDUPLICATES\tDIVERGENT\tQUARANTINED\tLAST REQUEST (UTC)")
 	for _, s := range st.Sources {
