@@ -1,9 +1,9 @@
 package sqlitestore
 
-// Read-side queries of the operator commands and the admin API: events,
-// their receipts, jobs and attempts, dead letters and counts. All of them use
-// the read pool, so they work on a read-only copy and never wait for the
-// writer.
+// Events as the operator reads them (events list, events show, the admin
+// API): claims with their receipts, jobs, attempts and audit entries. Reads
+// use the read pool, so they work on a read-only copy and never wait for
+// the writer.
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -59,14 +58,6 @@ func scanEvent(sc interface{ Scan(...any) error }, ev *hookwarden.EventSummary, 
 	return err
 }
 
-// unixTime reads a Unix-seconds column; NULL is the zero time.
-func unixTime(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.Unix(v.Int64, 0).UTC()
-}
-
 func statusOf(pending, dead int) hookwarden.EventStatus {
 	switch {
 	case dead > 0:
@@ -75,20 +66,6 @@ func statusOf(pending, dead int) hookwarden.EventStatus {
 		return hookwarden.StatusPending
 	}
 	return hookwarden.StatusDelivered
-}
-
-func limitOf(n int) int {
-	if n <= 0 {
-		return hookwarden.DefaultLimit
-	}
-	return min(n, hookwarden.MaxLimit)
-}
-
-// idBefore is a scalar subquery: the id of the newest event claimed before
-// the time bound (0 if none). It walks the events newest first and stops
-// there, so its cost follows the window, not the history.
-func idBefore(bound string) string {
-	return "COALESCE((SELECT id FROM events WHERE claimed_at < " + bound + " ORDER BY id DESC LIMIT 1), 0)"
 }
 
 // ListEvents lists events newest first. next is the cursor of the following
@@ -376,206 +353,4 @@ FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.event_ref = ? ORDER BY a.
 		return fmt.Errorf("show event attempts: %w", err)
 	}
 	return nil
-}
-
-func deadWhere(f hookwarden.DeadFilter) ([]string, []any) {
-	where := []string{"j.state = 'dead'"}
-	var args []any
-	if f.Destination != "" {
-		where, args = append(where, "j.destination = ?"), append(args, f.Destination)
-	}
-	if f.Source != "" {
-		where, args = append(where, "e.source = ?"), append(args, f.Source)
-	}
-	if !f.Since.IsZero() {
-		where, args = append(where, "j.finished_at >= ?"), append(args, fmtTime(f.Since))
-	}
-	return where, args
-}
-
-// ListDead lists dead letters, most recently created job first.
-func (s *Store) ListDead(ctx context.Context, f hookwarden.DeadFilter) (items []hookwarden.DeadLetter, next int64, err error) {
-	where, args := deadWhere(f)
-	if f.Cursor > 0 {
-		where, args = append(where, "j.id < ?"), append(args, f.Cursor)
-	}
-	limit := limitOf(f.Limit)
-	args = append(args, limit+1)
-	rows, err := s.rdb.QueryContext(ctx, `
-SELECT j.id, e.source, e.event_id, e.event_type, j.destination, j.attempts, j.dead_count, COALESCE(j.last_error, ''),
-	j.finished_at, e.claimed_at
-FROM jobs j JOIN events e ON e.id = j.event_ref
-WHERE `+strings.Join(where, " AND ")+` ORDER BY j.id DESC LIMIT ?`, args...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list dead letters: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var d hookwarden.DeadLetter
-		var deadAt sql.NullString
-		var claimed string
-		if err := rows.Scan(&d.JobID, &d.Source, &d.EventID, &d.Type, &d.Destination, &d.Attempts, &d.DeadCount,
-			&d.LastError, &deadAt, &claimed); err != nil {
-			return nil, 0, fmt.Errorf("list dead letters: %w", err)
-		}
-		if err := errors.Join(parseNullInto(&d.DeadAt, deadAt), parseInto(&d.ClaimedAt, claimed)); err != nil {
-			return nil, 0, fmt.Errorf("list dead letters: %w", err)
-		}
-		items = append(items, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list dead letters: %w", err)
-	}
-	if len(items) > limit {
-		items = items[:limit]
-		next = items[limit-1].JobID
-	}
-	return items, next, nil
-}
-
-// Stats counts per source and per destination over the whole file. What
-// retention deleted still counts (pruned_totals keeps its totals), so the
-// numbers do not drop when receipts and jobs are pruned. The
-// names given come first, with zeros, then any other name found in the file.
-func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error) {
-	st := hookwarden.Stats{At: s.now().UTC()}
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return st, fmt.Errorf("stats: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only
-
-	srcIdx := map[string]int{}
-	src := func(name string) *hookwarden.SourceStats {
-		i, ok := srcIdx[name]
-		if !ok {
-			i = len(st.Sources)
-			srcIdx[name] = i
-			st.Sources = append(st.Sources, hookwarden.SourceStats{Source: name})
-		}
-		return &st.Sources[i]
-	}
-	for _, n := range sources {
-		src(n)
-	}
-	err = eachRow(ctx, tx, `
-SELECT source, 'events', count(*), NULL FROM events GROUP BY source
-UNION ALL SELECT source, kind, count(*), max(received_at) FROM receipts GROUP BY source, kind
-UNION ALL SELECT r.source, 'batch-' || re.kind, count(*), NULL
-	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.kind != 'accepted' GROUP BY r.source, re.kind
-UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source
-UNION ALL SELECT name, 'pruned-' || kind, n, NULL FROM pruned_totals WHERE kind != 'delivered'
-ORDER BY 1`,
-		func(rows *sql.Rows) error {
-			var name, kind string
-			var n int
-			var last sql.NullString
-			if err := rows.Scan(&name, &kind, &n, &last); err != nil {
-				return err
-			}
-			ss := src(name)
-			switch kind {
-			case "events", "pruned-accepted":
-				ss.Accepted += n
-			case "duplicate", "batch-duplicate", "pruned-duplicate":
-				ss.Duplicates += n
-			case "divergent", "batch-divergent", "pruned-divergent":
-				ss.Duplicates += n
-				ss.Divergent += n
-			case "quarantine", "pruned-quarantined":
-				ss.Quarantined += n
-			case "pruned-last_received":
-				if t := time.Unix(int64(n), 0).UTC(); t.After(ss.LastReceivedAt) {
-					ss.LastReceivedAt = t
-				}
-			}
-			if t, err := parseNullTime(last); err == nil && t.After(ss.LastReceivedAt) {
-				ss.LastReceivedAt = t
-			}
-			return nil
-		})
-	if err != nil {
-		return st, fmt.Errorf("stats per source: %w", err)
-	}
-
-	dstIdx := map[string]int{}
-	dst := func(name string) *hookwarden.DestinationStats {
-		i, ok := dstIdx[name]
-		if !ok {
-			i = len(st.Destinations)
-			dstIdx[name] = i
-			st.Destinations = append(st.Destinations, hookwarden.DestinationStats{Destination: name})
-		}
-		return &st.Destinations[i]
-	}
-	for _, n := range destinations {
-		dst(n)
-	}
-	err = eachRow(ctx, tx, `
-SELECT destination, state, count(*), min(CASE WHEN state = 'pending' THEN COALESCE(replayed_at, created_at) END)
-FROM jobs GROUP BY destination, state
-UNION ALL SELECT name, kind, n, NULL FROM pruned_totals WHERE kind = 'delivered'
-ORDER BY 1`,
-		func(rows *sql.Rows) error {
-			var name, state string
-			var n int
-			var oldest sql.NullString
-			if err := rows.Scan(&name, &state, &n, &oldest); err != nil {
-				return err
-			}
-			ds := dst(name)
-			switch state {
-			case "pending":
-				ds.Pending = n
-				if t, err := parseNullTime(oldest); err == nil && !t.IsZero() {
-					ds.OldestPending = max(st.At.Sub(t), 0)
-					ds.OldestPendingSeconds = ds.OldestPending.Seconds()
-				}
-			case "delivered": // live jobs, and those retention folded away
-				ds.Delivered += n
-			case "dead":
-				ds.Dead = n
-			}
-			return nil
-		})
-	if err != nil {
-		return st, fmt.Errorf("stats per destination: %w", err)
-	}
-	return st, nil
-}
-
-// eachRow runs q and calls fn for every row, closing the rows in every case.
-func eachRow(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, query string, fn func(*sql.Rows) error, args ...any) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
-func parseNullTime(s sql.NullString) (time.Time, error) {
-	if !s.Valid {
-		return time.Time{}, nil
-	}
-	return parseTime(s.String)
-}
-
-func parseInto(dst *time.Time, s string) error {
-	t, err := parseTime(s)
-	*dst = t
-	return err
-}
-
-func parseNullInto(dst *time.Time, s sql.NullString) error {
-	t, err := parseNullTime(s)
-	*dst = t
-	return err
 }
