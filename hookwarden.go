@@ -171,14 +171,6 @@ type Attempt struct {
 	RetryAt time.Time
 }
 
-// OutboxStat is the state of one destination's outbox.
-type OutboxStat struct {
-	Destination      string
-	Pending          int
-	OldestPendingAge time.Duration
-	Dead             int
-}
-
 // Slot is a delivery slot of a destination, reserved for a job the store is
 // about to create. The store creates the job already leased for LeaseFor and,
 // once that is committed, hands it over with Start; if the job is not

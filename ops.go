@@ -178,23 +178,26 @@ type SourceStats struct {
 	LastReceivedAt time.Time `json:"last_received_at,omitzero"`
 }
 
-// DestinationStats is the state of one destination's outbox.
-type DestinationStats struct {
+// OutboxStat is the state of one destination's outbox, as Stats (the
+// stats command, /api/stats) and OutboxStats (the metrics, the dashboard)
+// read it. OutboxStats, read on every metrics refresh, leaves Delivered
+// zero: counting the history is Stats' job.
+type OutboxStat struct {
 	Destination string `json:"destination"`
 	Pending     int    `json:"pending"`
 	Delivered   int    `json:"delivered"`
 	Dead        int    `json:"dead"`
-	// OldestPending is the age of the oldest pending job, counted from its
-	// creation or its last replay.
-	OldestPending        time.Duration `json:"-"`
+	// OldestPendingAge is the age of the oldest pending job, counted from
+	// its creation or its last replay (zero when none is pending).
+	OldestPendingAge     time.Duration `json:"-"`
 	OldestPendingSeconds float64       `json:"oldest_pending_age_seconds"`
 }
 
 // Stats are the counts of `hookwarden stats` and /api/stats.
 type Stats struct {
-	At           time.Time          `json:"at"`
-	Sources      []SourceStats      `json:"sources"`
-	Destinations []DestinationStats `json:"destinations"`
+	At           time.Time     `json:"at"`
+	Sources      []SourceStats `json:"sources"`
+	Destinations []OutboxStat  `json:"destinations"`
 }
 
 // WindowCounts are a source's events in a recent window: new events claimed

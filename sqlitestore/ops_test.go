@@ -213,7 +213,7 @@ func TestListAndShowEvents(t *testing.T) {
 		t.Errorf("source order: %+v", st.Sources)
 	}
 	app := st.Destinations[0]
-	if app.Destination != "std/app" || app.Pending != 1 || app.Delivered != 1 || app.Dead != 1 || app.OldestPending != 0 {
+	if app.Destination != "std/app" || app.Pending != 1 || app.Delivered != 1 || app.Dead != 1 || app.OldestPendingAge != 0 {
 		t.Errorf("std/app stats: %+v", app)
 	}
 }

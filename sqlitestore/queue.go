@@ -319,6 +319,7 @@ SELECT destination, 'd', count(*), NULL FROM jobs WHERE state = 'dead' GROUP BY 
 			st.Pending = n
 			if t, err := parseTime(oldest.String); err == nil {
 				st.OldestPendingAge = max(now.Sub(t), 0)
+				st.OldestPendingSeconds = st.OldestPendingAge.Seconds()
 			}
 		} else {
 			st.Dead = n

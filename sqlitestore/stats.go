@@ -78,12 +78,12 @@ ORDER BY 1`,
 	}
 
 	dstIdx := map[string]int{}
-	dst := func(name string) *hookwarden.DestinationStats {
+	dst := func(name string) *hookwarden.OutboxStat {
 		i, ok := dstIdx[name]
 		if !ok {
 			i = len(st.Destinations)
 			dstIdx[name] = i
-			st.Destinations = append(st.Destinations, hookwarden.DestinationStats{Destination: name})
+			st.Destinations = append(st.Destinations, hookwarden.OutboxStat{Destination: name})
 		}
 		return &st.Destinations[i]
 	}
@@ -107,8 +107,8 @@ ORDER BY 1`,
 			case "pending":
 				ds.Pending = n
 				if t, err := parseNullTime(oldest); err == nil && !t.IsZero() {
-					ds.OldestPending = max(st.At.Sub(t), 0)
-					ds.OldestPendingSeconds = ds.OldestPending.Seconds()
+					ds.OldestPendingAge = max(st.At.Sub(t), 0)
+					ds.OldestPendingSeconds = ds.OldestPendingAge.Seconds()
 				}
 			case "delivered": // live jobs, and those retention folded away
 				ds.Delivered += n

@@ -499,7 +499,7 @@ func TestOutboxAgeCountsFromReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st[0].Pending != 1 || st[0].OldestPendingAge != 10*time.Second {
+	if st[0].Pending != 1 || st[0].OldestPendingAge != 10*time.Second || st[0].OldestPendingSeconds != 10 {
 		t.Fatalf("outbox %+v, want 1 pending, 10s old (since the replay, not 48h)", st[0])
 	}
 }

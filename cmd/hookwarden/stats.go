@@ -54,7 +54,7 @@ func writeStatsJSON(w io.Writer, st hookwarden.Stats) error {
 	for _, d := range st.Destinations {
 		if err := writeJSONLine(w, struct {
 			Kind string `json:"kind"`
-			hookwarden.DestinationStats
+			hookwarden.OutboxStat
 		}{"destination", d}); err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func printStats(w io.Writer, st hookwarden.Stats) {
 	for _, d := range st.Destinations {
 		oldest := "-"
 		if d.Pending > 0 {
-			oldest = fmtDur(d.OldestPending)
+			oldest = fmtDur(d.OldestPendingAge)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", d.Destination, d.Pending, d.Delivered, d.Dead, oldest)
 	}

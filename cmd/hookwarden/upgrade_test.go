@@ -235,7 +235,7 @@ func checkPruneWorks(t *testing.T, st *sqlitestore.Store) {
 	after.At = before.At
 	for _, st := range []*hookwarden.Stats{&before, &after} {
 		for i := range st.Destinations { // ages move with the real clock
-			st.Destinations[i].OldestPending, st.Destinations[i].OldestPendingSeconds = 0, 0
+			st.Destinations[i].OldestPendingAge, st.Destinations[i].OldestPendingSeconds = 0, 0
 		}
 	}
 	if fmt.Sprintf("%+v", after) != fmt.Sprintf("%+v", before) {
