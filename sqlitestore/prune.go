@@ -127,15 +127,6 @@ func (s *Store) pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// idSet is ids as a JSON array, for `IN (SELECT value FROM json_each(?))`.
-func idSet(ids []int64) string {
-	if len(ids) == 0 {
-		return "[]" // not "null": json_each('null') is one NULL row
-	}
-	b, _ := json.Marshal(ids)
-	return string(b)
-}
-
 // nextIDs reads the next rows of table (events or receipts) after id, in id
 // order, up to limit, and returns the ids of those whose time column is
 // before cut. done is set at the first row at or after cut (the walk's end:
@@ -283,20 +274,6 @@ func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, re
 	}
 }
 
-// selectIDs runs q (one id column) inside tx.
-func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]int64, error) {
-	var ids []int64
-	err := eachRow(ctx, tx, q, func(rows *sql.Rows) error {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		return nil
-	}, args...)
-	return ids, err
-}
-
 // deleteClaims deletes the events among ids that are still prunable, with
 // their receipts, links, jobs and attempts, and batch receipts left without
 // any event; their counts go to pruned_totals first. Foreign keys are on:
@@ -359,9 +336,9 @@ func (s *Store) deleteClaims(ctx context.Context, cut string, ids []int64, res *
 // for already pruned events (late duplicates).
 func (s *Store) prunePayloads(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.PayloadCutoff)
-	held, err := selectHeld(ctx, s.rdb)
+	held, err := selectIDs(ctx, s.rdb, `SELECT event_ref FROM prune_held ORDER BY event_ref`)
 	if err != nil {
-		return fmt.Errorf("prune payloads: %w", err)
+		return fmt.Errorf("prune payloads: read held events: %w", err)
 	}
 	for lo := 0; lo < len(held); lo += opt.BatchSize {
 		ids := held[lo:min(lo+opt.BatchSize, len(held))]
@@ -414,22 +391,6 @@ func (s *Store) prunePayloads(ctx context.Context, opt hookwarden.PruneOptions, 
 			return nil
 		}
 	}
-}
-
-func selectHeld(ctx context.Context, db *sql.DB) ([]int64, error) {
-	var ids []int64
-	err := eachRow(ctx, db, `SELECT event_ref FROM prune_held ORDER BY event_ref`, func(rows *sql.Rows) error {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read held events: %w", err)
-	}
-	return ids, nil
 }
 
 // foldBatch folds (or, in a dry run, counts) the prunable events among ids;

@@ -111,14 +111,9 @@ func (s *Store) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt h
 func (s *Store) selectReplay(ctx context.Context, sel hookwarden.ReplaySelector, res *hookwarden.ReplayResult) ([]int64, error) {
 	var ids []int64
 	add := func(q string, args ...any) error {
-		return eachRow(ctx, s.rdb, q, func(rows *sql.Rows) error {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-			return nil
-		}, args...)
+		got, err := selectIDs(ctx, s.rdb, q, args...)
+		ids = append(ids, got...)
+		return err
 	}
 	destWhere, destArgs := "", []any(nil)
 	if sel.Destination != "" {
@@ -135,9 +130,8 @@ func (s *Store) selectReplay(ctx context.Context, sel hookwarden.ReplaySelector,
 			return nil, fmt.Errorf("replay: select dead letters: %w", err)
 		}
 	case len(sel.JobIDs) > 0:
-		b, _ := json.Marshal(sel.JobIDs)
 		if err := add(`SELECT j.id FROM jobs j WHERE j.id IN (SELECT value FROM json_each(?))`+destWhere+` ORDER BY j.id`,
-			append([]any{string(b)}, destArgs...)...); err != nil {
+			append([]any{idSet(sel.JobIDs)}, destArgs...)...); err != nil {
 			return nil, fmt.Errorf("replay: select jobs: %w", err)
 		}
 		if len(ids) < len(sel.JobIDs) {
@@ -193,7 +187,7 @@ func (s *Store) selectReplay(ctx context.Context, sel hookwarden.ReplaySelector,
 // the audit entry of the replay (audit.ID is 0 until a batch wrote it); so
 // far is the result before this batch.
 func (s *Store) replayBatch(ctx context.Context, ids []int64, force bool, audit *hookwarden.AuditEntry, sofar hookwarden.ReplayResult) (n int, skipped []hookwarden.ReplaySkip, dests []string, err error) {
-	b, _ := json.Marshal(ids)
+	set := idSet(ids)
 	var auditID int64
 	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		// The op may run twice (batch isolation): start from scratch.
@@ -230,17 +224,16 @@ WHERE j.id IN (SELECT value FROM json_each(?1)) ORDER BY j.id`, func(rows *sql.R
 			}
 			skipped = append(skipped, k)
 			return nil
-		}, string(b), now)
+		}, set, now)
 		if err != nil {
 			return fmt.Errorf("read jobs: %w", err)
 		}
 		if len(reset) == 0 {
 			return nil
 		}
-		rb, _ := json.Marshal(reset)
 		r, err := tx.ExecContext(ctx, `
 UPDATE jobs SET state = 'pending', attempts = 0, next_at = ?1, leased_until = NULL, finished_at = NULL, replayed_at = ?1
-WHERE id IN (SELECT value FROM json_each(?2))`, now, string(rb))
+WHERE id IN (SELECT value FROM json_each(?2))`, now, idSet(reset))
 		if err != nil {
 			return fmt.Errorf("reset jobs: %w", err)
 		}
