@@ -6,6 +6,10 @@
 // to a Recorder; the Recorder commits the receipt, the claim of the event id and
 // one Job per matching destination in one durable transaction; workers lease due
 // jobs from a Queue, deliver them and record each Attempt.
+//
+// Store (store.go) is the whole store contract, of which Recorder and Queue
+// are roles; its filter and result types are in the files named for their
+// topic (ops.go, replay.go, retention.go, quarantine.go, runs.go).
 package hookwarden
 
 import (
@@ -169,14 +173,6 @@ type Attempt struct {
 	Verdict    Verdict
 	// RetryAt is when the job is due again (Verdict == Retry).
 	RetryAt time.Time
-}
-
-// OutboxStat is the state of one destination's outbox.
-type OutboxStat struct {
-	Destination      string
-	Pending          int
-	OldestPendingAge time.Duration
-	Dead             int
 }
 
 // Slot is a delivery slot of a destination, reserved for a job the store is

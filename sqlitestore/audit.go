@@ -111,19 +111,16 @@ func auditResultTx(ctx context.Context, tx *sql.Tx, id int64, result any) error 
 	return nil
 }
 
-// AuditRecord is one entry of the audit log as read back.
-type AuditRecord = hookwarden.AuditEntry
-
 // EventAudit lists the audit entries that changed one event, oldest first.
 // A file older than the audit log (schema version 5) has none.
-func (s *Store) EventAudit(ctx context.Context, source, eventID string) ([]AuditRecord, error) {
+func (s *Store) EventAudit(ctx context.Context, source, eventID string) ([]hookwarden.AuditEntry, error) {
 	return eventAudit(ctx, s.rdb, source, eventID)
 }
 
 func eventAudit(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, source, eventID string) ([]AuditRecord, error) {
+}, source, eventID string) ([]hookwarden.AuditEntry, error) {
 	var have int
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'audit_events'`).Scan(&have); err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
@@ -131,12 +128,12 @@ func eventAudit(ctx context.Context, q interface {
 	if have == 0 {
 		return nil, nil
 	}
-	var out []AuditRecord
+	var out []hookwarden.AuditEntry
 	err := eachRow(ctx, q, `
 SELECT a.id, a.at, a.action, a.origin, a.actor, a.args, a.result, a.receipt_id
 FROM audit_events l JOIN audit a ON a.id = l.audit_id
 WHERE l.source = ? AND l.event_id = ? ORDER BY a.id`, func(rows *sql.Rows) error {
-		var e AuditRecord
+		var e hookwarden.AuditEntry
 		var at, args string
 		var result sql.NullString
 		var receipt sql.NullInt64

@@ -22,7 +22,7 @@ func TestReplayAuditEntry(t *testing.T) {
 	cli := &hookwarden.AuditEntry{Origin: hookwarden.AuditCLI, Actor: "alice"}
 
 	// Nothing resettable: no entry.
-	res, err := o.s.Replay(o.ctx, ReplaySelector{Source: "std", EventIDs: []string{"nope"}}, ReplayOptions{Audit: cli})
+	res, err := o.s.Replay(o.ctx, hookwarden.ReplaySelector{Source: "std", EventIDs: []string{"nope"}}, hookwarden.ReplayOptions{Audit: cli})
 	if err != nil || res.Replayed != 0 || res.AuditID != 0 {
 		t.Fatalf("replay of an unknown id: %+v %v", res, err)
 	}
@@ -30,7 +30,7 @@ func TestReplayAuditEntry(t *testing.T) {
 		t.Fatalf("%d audit entries for a replay that changed nothing", n)
 	}
 
-	res, err = o.s.Replay(o.ctx, ReplaySelector{Dead: true}, ReplayOptions{Audit: cli, BatchSize: 2})
+	res, err = o.s.Replay(o.ctx, hookwarden.ReplaySelector{Dead: true}, hookwarden.ReplayOptions{Audit: cli, BatchSize: 2})
 	if err != nil || res.Replayed != 5 || res.AuditID == 0 {
 		t.Fatalf("replay --dead: %+v %v", res, err)
 	}
@@ -56,7 +56,7 @@ func TestReplayAuditEntry(t *testing.T) {
 	// events show lists it under the event; an entry of the API too.
 	o.finish("std/app", "e3", hookwarden.Delivered)
 	api := &hookwarden.AuditEntry{Origin: hookwarden.AuditAPI, Actor: "192.0.2.7:5000"}
-	if res, err := o.s.Replay(o.ctx, ReplaySelector{Source: "std", EventIDs: []string{"e3"}}, ReplayOptions{Audit: api}); err != nil || res.Replayed != 1 {
+	if res, err := o.s.Replay(o.ctx, hookwarden.ReplaySelector{Source: "std", EventIDs: []string{"e3"}}, hookwarden.ReplayOptions{Audit: api}); err != nil || res.Replayed != 1 {
 		t.Fatalf("replay e3: %+v %v", res, err)
 	}
 	d, err := o.s.ShowEvent(o.ctx, "std", "e3")
@@ -99,13 +99,13 @@ func TestPruneAuditEntry(t *testing.T) {
 	o.finish("std/app", "e1", hookwarden.Delivered)
 	o.clock.Add(48 * time.Hour)
 	cli := &hookwarden.AuditEntry{Origin: hookwarden.AuditCLI, Actor: "bob"}
-	if _, err := o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: time.Hour}, DryRun: true, Audit: cli}); err != nil {
+	if _, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: time.Hour}, DryRun: true, Audit: cli}); err != nil {
 		t.Fatal(err)
 	}
 	if n := o.count(`SELECT count(*) FROM audit`); n != 0 {
 		t.Fatalf("a dry run wrote %d audit entries", n)
 	}
-	res, err := o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: time.Hour}, Audit: cli})
+	res, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: time.Hour}, Audit: cli})
 	if err != nil || res.PayloadsPruned != 1 || res.AuditID == 0 {
 		t.Fatalf("prune: %+v %v", res, err)
 	}
@@ -114,7 +114,7 @@ func TestPruneAuditEntry(t *testing.T) {
 		Scan(&args, &result); err != nil {
 		t.Fatal(err)
 	}
-	var got PruneResult
+	var got hookwarden.PruneResult
 	if err := json.Unmarshal([]byte(result), &got); err != nil || got.PayloadsPruned != 1 || args != `{"claims":"0s","payloads":"1h0m0s"}` {
 		t.Errorf("args %s result %s (%v)", args, result, err)
 	}

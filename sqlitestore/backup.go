@@ -7,15 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 )
-
-// ErrExists is returned by Backup when the destination file already exists.
-var ErrExists = errors.New("file exists")
 
 // Backup writes a consistent snapshot of the database to dest with VACUUM
 // INTO, run on a read connection: it sees one read snapshot, so writers
@@ -34,7 +32,7 @@ func (s *Store) Backup(ctx context.Context, dest string, progress func(written, 
 		return fmt.Errorf("backup: %s is the database itself", dest)
 	}
 	if _, err := os.Lstat(abs); err == nil {
-		return fmt.Errorf("backup: %s: %w; choose a new file name", dest, ErrExists)
+		return fmt.Errorf("backup: %s: %w; choose a new file name", dest, hookwarden.ErrExists)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("backup: %w", err)
 	}
@@ -83,7 +81,7 @@ func (s *Store) Backup(ctx context.Context, dest string, progress func(written, 
 	// Link fails if dest appeared meanwhile; it never overwrites.
 	if err := os.Link(tmp, abs); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("backup: %s: %w; choose a new file name", dest, ErrExists)
+			return fmt.Errorf("backup: %s: %w; choose a new file name", dest, hookwarden.ErrExists)
 		}
 		return fmt.Errorf("backup: %w", err)
 	}

@@ -6,25 +6,9 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// Direct is a worker pool that takes new jobs straight from the writer. A job
-// created with a reserved slot is committed already leased (its first
-// attempt counted, due again only when the lease expires) and handed over
-// in memory after the commit, so the common delivery needs no lease write
-// and no read of the event: only the attempt's Finish.
-//
-// The database stays the truth: a handed job whose process dies is due again
-// when its lease expires (or at the next start, which releases leases), like
-// any leased job.
-type Direct interface {
-	// Reserve takes a free delivery slot of the destination for a job about
-	// to be created; ok=false when none is free (the job then waits in the
-	// store for a lease). It must not block.
-	Reserve(destination string) (slot hookwarden.Slot, ok bool)
-}
-
 // SetDirect makes the writer hand new jobs to d while it has free slots. Call
 // it before the first Record; nil turns it off.
-func (s *Store) SetDirect(d Direct) {
+func (s *Store) SetDirect(d hookwarden.Direct) {
 	if d == nil {
 		s.direct.Store(nil)
 		return

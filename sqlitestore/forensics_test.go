@@ -59,8 +59,8 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 	o.record("stripe", "evt_1", stripe, "stripe/app")                                 // duplicate
 	o.record("stripe", "evt_1", strings.Replace(stripe, "42", "43", 1), "stripe/app") // divergent
 	o.finish("stripe/app", "evt_1", hookwarden.Dead)
-	if res, err := o.s.Replay(o.ctx, ReplaySelector{Source: "stripe", EventIDs: []string{"evt_1"}},
-		ReplayOptions{Audit: &hookwarden.AuditEntry{Origin: hookwarden.AuditCLI, Actor: "alice"}}); err != nil || res.Replayed != 1 {
+	if res, err := o.s.Replay(o.ctx, hookwarden.ReplaySelector{Source: "stripe", EventIDs: []string{"evt_1"}},
+		hookwarden.ReplayOptions{Audit: &hookwarden.AuditEntry{Origin: hookwarden.AuditCLI, Actor: "alice"}}); err != nil || res.Replayed != 1 {
 		t.Fatalf("replay: %+v %v", res, err)
 	}
 	o.clock.Add(time.Second)
@@ -71,7 +71,7 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 	o.recordBatch("sg", "sg/app", "a", "b")
 	o.recordBatch("sg", "sg/app", "b")
 	o.record("stripe", "", `{"no":"id"}`)
-	if res, err := o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: 20 * time.Minute}}); err != nil || res.PayloadsPruned != 1 {
+	if res, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 20 * time.Minute}}); err != nil || res.PayloadsPruned != 1 {
 		t.Fatalf("prune: %+v %v", res, err)
 	}
 

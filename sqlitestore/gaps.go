@@ -5,98 +5,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"sort"
 	"time"
 )
 
-// SourcePolicy is what gaps needs to know of a configured source.
-type SourcePolicy struct {
-	Name string
-	// RetryHorizon is how long the provider keeps retrying an undelivered
-	// event; a window longer than this may have lost events for good.
-	RetryHorizon time.Duration
-	// ExpectWithin: silence longer than this is reported (0: not checked).
-	ExpectWithin time.Duration
-}
-
-// GapOptions tune Gaps.
-type GapOptions struct {
-	// Since drops windows that ended before it (zero: all history).
-	Since time.Time
-	// MinClean hides windows after a clean stop shorter than this: a restart
-	// (deploy) is not an outage worth a line. Windows after a crash are
-	// always listed. Default 5s.
-	MinClean time.Duration
-	// Stale is how old the heartbeat of the last run may be before that run
-	// counts as dead: a little more than the heartbeat period (default 10s).
-	Stale time.Duration
-	// Sources are the configured sources; without them only outages are
-	// listed and none is flagged.
-	Sources []SourcePolicy
-}
-
-// Outage is a window in which no serve process was running on the file.
-type Outage struct {
-	Start time.Time `json:"start"`
-	// End is the start of the next run; zero while the window is open (no
-	// run since, or the last run died): then Length runs to now.
-	End           time.Time     `json:"end,omitzero"`
-	Open          bool          `json:"open,omitempty"`
-	Length        time.Duration `json:"-"`
-	LengthSeconds float64       `json:"length_seconds"`
-	// Crash is set when the run before the window ended without a clean
-	// stop: Start is its last heartbeat, up to one heartbeat period before
-	// it died.
-	Crash bool `json:"crash"`
-	// BeyondRetryHorizon lists the sources whose retry_horizon is shorter
-	// than the window: events they sent in it may be lost for good.
-	BeyondRetryHorizon []string `json:"beyond_retry_horizon,omitempty"`
-	RunBefore          int64    `json:"run_before,omitempty"`
-	RunAfter           int64    `json:"run_after,omitempty"`
-}
-
-// Silence is a window longer than a source's expect_within with no request
-// from it (of any kind: accepted, duplicate, quarantined).
-type Silence struct {
-	Source string `json:"source"`
-	// Start is the last request before the silence (or Since / the first
-	// run, when there was none); End the first request after it, zero if
-	// none yet (Open).
-	Start         time.Time     `json:"start"`
-	End           time.Time     `json:"end,omitzero"`
-	Open          bool          `json:"open,omitempty"`
-	Length        time.Duration `json:"-"`
-	LengthSeconds float64       `json:"length_seconds"`
-	ExpectWithin  time.Duration `json:"-"`
-	ExpectSeconds float64       `json:"expect_within_seconds"`
-	// BeyondRetryHorizon: longer than the source's retry_horizon.
-	BeyondRetryHorizon bool `json:"beyond_retry_horizon"`
-}
-
-// GapReport is the answer of Gaps.
-type GapReport struct {
-	Now      time.Time `json:"now"`
-	Runs     int       `json:"runs"`
-	Outages  []Outage  `json:"outages"`
-	Silences []Silence `json:"silences"`
-}
-
-// Run is one serve process's record.
-type Run struct {
-	ID          int64
-	StartedAt   time.Time
-	HeartbeatAt time.Time
-	StoppedAt   time.Time // zero: no clean stop (crashed, or still running)
-	Version     string
-	PID         int
-}
-
 // Runs lists every recorded serve process in start order.
-func (s *Store) Runs(ctx context.Context) ([]Run, error) {
-	var runs []Run
+func (s *Store) Runs(ctx context.Context) ([]hookwarden.Run, error) {
+	var runs []hookwarden.Run
 	err := eachRow(ctx, s.rdb, `SELECT id, started_at, heartbeat_at, stopped_at, version, pid FROM runs ORDER BY started_at, id`,
 		func(rows *sql.Rows) error {
-			var r Run
+			var r hookwarden.Run
 			var start, beat string
 			var stop sql.NullString
 			if err := rows.Scan(&r.ID, &start, &beat, &stop, &r.Version, &r.PID); err != nil {
@@ -122,7 +41,7 @@ func (s *Store) Runs(ctx context.Context) ([]Run, error) {
 
 // Gaps lists the outage windows found in the run history and the silences of
 // sources with an expect_within. The clock is the store's (Options.Now).
-func (s *Store) Gaps(ctx context.Context, opt GapOptions) (GapReport, error) {
+func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error) {
 	if opt.MinClean <= 0 {
 		opt.MinClean = 5 * time.Second
 	}
@@ -130,13 +49,13 @@ func (s *Store) Gaps(ctx context.Context, opt GapOptions) (GapReport, error) {
 		opt.Stale = 10 * time.Second
 	}
 	now := s.now().UTC()
-	rep := GapReport{Now: now, Outages: []Outage{}, Silences: []Silence{}}
+	rep := hookwarden.GapReport{Now: now, Outages: []hookwarden.Outage{}, Silences: []hookwarden.Silence{}}
 	runs, err := s.Runs(ctx)
 	if err != nil {
 		return rep, err
 	}
 	rep.Runs = len(runs)
-	horizon := func(o *Outage) {
+	horizon := func(o *hookwarden.Outage) {
 		for _, p := range opt.Sources {
 			if o.Length > p.RetryHorizon {
 				o.BeyondRetryHorizon = append(o.BeyondRetryHorizon, p.Name)
@@ -147,11 +66,11 @@ func (s *Store) Gaps(ctx context.Context, opt GapOptions) (GapReport, error) {
 	// reach is the latest moment the file shows any run alive: runs may
 	// overlap (two processes by mistake) and must not produce a window.
 	var reach time.Time
-	var reachRun *Run
+	var reachRun *hookwarden.Run
 	for i := range runs {
 		r := &runs[i]
 		if reachRun != nil && r.StartedAt.After(reach) {
-			o := Outage{Start: reach, End: r.StartedAt, Length: r.StartedAt.Sub(reach),
+			o := hookwarden.Outage{Start: reach, End: r.StartedAt, Length: r.StartedAt.Sub(reach),
 				Crash: reachRun.StoppedAt.IsZero(), RunBefore: reachRun.ID, RunAfter: r.ID}
 			if (o.Crash || o.Length >= opt.MinClean) && !o.End.Before(opt.Since) {
 				horizon(&o)
@@ -171,7 +90,7 @@ func (s *Store) Gaps(ctx context.Context, opt GapOptions) (GapReport, error) {
 		last := reachRun
 		alive := last.StoppedAt.IsZero() && now.Sub(last.HeartbeatAt) <= opt.Stale
 		if !alive && now.After(reach) {
-			o := Outage{Start: reach, Open: true, Length: now.Sub(reach), Crash: last.StoppedAt.IsZero(), RunBefore: last.ID}
+			o := hookwarden.Outage{Start: reach, Open: true, Length: now.Sub(reach), Crash: last.StoppedAt.IsZero(), RunBefore: last.ID}
 			if o.Crash || o.Length >= opt.MinClean {
 				horizon(&o)
 				rep.Outages = append(rep.Outages, o)
@@ -204,14 +123,14 @@ func (s *Store) Gaps(ctx context.Context, opt GapOptions) (GapReport, error) {
 // that time is still in the file, so silences are computed from there on;
 // before it only some receipts remain (held events, quarantined requests),
 // and the gaps between them are not silences: they are not reported.
-func (s *Store) silences(ctx context.Context, p SourcePolicy, since, firstRun, now time.Time) ([]Silence, error) {
-	var out []Silence
+func (s *Store) silences(ctx context.Context, p hookwarden.SourcePolicy, since, firstRun, now time.Time) ([]hookwarden.Silence, error) {
+	var out []hookwarden.Silence
 	add := func(start, end time.Time, open bool) {
 		l := end.Sub(start)
 		if l <= p.ExpectWithin {
 			return
 		}
-		sl := Silence{Source: p.Name, Start: start, Open: open, Length: l, LengthSeconds: l.Seconds(),
+		sl := hookwarden.Silence{Source: p.Name, Start: start, Open: open, Length: l, LengthSeconds: l.Seconds(),
 			ExpectWithin: p.ExpectWithin, ExpectSeconds: p.ExpectWithin.Seconds(), BeyondRetryHorizon: l > p.RetryHorizon}
 		if !open {
 			sl.End = end

@@ -127,7 +127,7 @@ func TestListAndShowEvents(t *testing.T) {
 	o.finish("std/ops", "e1", hookwarden.Delivered)
 	o.finish("std/app", "e2", hookwarden.Dead)
 
-	ids := func(f EventFilter) []string {
+	ids := func(f hookwarden.EventFilter) []string {
 		t.Helper()
 		items, _, err := o.s.ListEvents(o.ctx, f)
 		if err != nil {
@@ -141,18 +141,18 @@ func TestListAndShowEvents(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		f    EventFilter
+		f    hookwarden.EventFilter
 		want string
 	}{
-		{"all", EventFilter{}, "[gh/g1=pending std/e3=pending std/e2=dead std/e1=delivered]"},
-		{"source", EventFilter{Source: "std"}, "[std/e3=pending std/e2=dead std/e1=delivered]"},
-		{"dead", EventFilter{Status: StatusDead}, "[std/e2=dead]"},
-		{"pending", EventFilter{Status: StatusPending}, "[gh/g1=pending std/e3=pending]"},
-		{"delivered", EventFilter{Status: StatusDelivered}, "[std/e1=delivered]"},
-		{"quarantined", EventFilter{Status: StatusQuarantined}, "[std/=quarantined]"},
-		{"since", EventFilter{Since: o.clock.Now().Add(-30 * time.Second)}, "[gh/g1=pending std/e3=pending]"},
-		{"type prefix", EventFilter{Type: "t.*"}, "[gh/g1=pending std/e3=pending std/e2=dead std/e1=delivered]"},
-		{"type none", EventFilter{Type: "x.created"}, "[]"},
+		{"all", hookwarden.EventFilter{}, "[gh/g1=pending std/e3=pending std/e2=dead std/e1=delivered]"},
+		{"source", hookwarden.EventFilter{Source: "std"}, "[std/e3=pending std/e2=dead std/e1=delivered]"},
+		{"dead", hookwarden.EventFilter{Status: hookwarden.StatusDead}, "[std/e2=dead]"},
+		{"pending", hookwarden.EventFilter{Status: hookwarden.StatusPending}, "[gh/g1=pending std/e3=pending]"},
+		{"delivered", hookwarden.EventFilter{Status: hookwarden.StatusDelivered}, "[std/e1=delivered]"},
+		{"quarantined", hookwarden.EventFilter{Status: hookwarden.StatusQuarantined}, "[std/=quarantined]"},
+		{"since", hookwarden.EventFilter{Since: o.clock.Now().Add(-30 * time.Second)}, "[gh/g1=pending std/e3=pending]"},
+		{"type prefix", hookwarden.EventFilter{Type: "t.*"}, "[gh/g1=pending std/e3=pending std/e2=dead std/e1=delivered]"},
+		{"type none", hookwarden.EventFilter{Type: "x.created"}, "[]"},
 	} {
 		if got := fmt.Sprint(ids(c.f)); got != c.want {
 			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
@@ -160,11 +160,11 @@ func TestListAndShowEvents(t *testing.T) {
 	}
 
 	// Pagination: pages of 3 then 1, no overlap.
-	page1, next, err := o.s.ListEvents(o.ctx, EventFilter{Limit: 3})
+	page1, next, err := o.s.ListEvents(o.ctx, hookwarden.EventFilter{Limit: 3})
 	if err != nil || len(page1) != 3 || next == 0 {
 		t.Fatalf("page 1: %d items, next %d, %v", len(page1), next, err)
 	}
-	page2, next2, err := o.s.ListEvents(o.ctx, EventFilter{Limit: 3, Cursor: next})
+	page2, next2, err := o.s.ListEvents(o.ctx, hookwarden.EventFilter{Limit: 3, Cursor: next})
 	if err != nil || len(page2) != 1 || next2 != 0 || page2[0].EventID != "e1" {
 		t.Fatalf("page 2: %+v, next %d, %v", page2, next2, err)
 	}
@@ -191,11 +191,11 @@ func TestListAndShowEvents(t *testing.T) {
 		t.Errorf("missing event: %v, want ErrNotFound", err)
 	}
 
-	dead, _, err := o.s.ListDead(o.ctx, DeadFilter{})
+	dead, _, err := o.s.ListDead(o.ctx, hookwarden.DeadFilter{})
 	if err != nil || len(dead) != 1 || dead[0].EventID != "e2" || dead[0].DeadCount != 1 || dead[0].LastError != "unprocessable" {
 		t.Fatalf("dead letters: %+v %v", dead, err)
 	}
-	for _, f := range []DeadFilter{{Source: "gh"}, {Destination: "std/ops"}, {Since: o.clock.Now().Add(time.Second)}} {
+	for _, f := range []hookwarden.DeadFilter{{Source: "gh"}, {Destination: "std/ops"}, {Since: o.clock.Now().Add(time.Second)}} {
 		if got, _, _ := o.s.ListDead(o.ctx, f); len(got) != 0 {
 			t.Errorf("filter %+v: %d dead letters, want 0", f, len(got))
 		}
@@ -213,7 +213,7 @@ func TestListAndShowEvents(t *testing.T) {
 		t.Errorf("source order: %+v", st.Sources)
 	}
 	app := st.Destinations[0]
-	if app.Destination != "std/app" || app.Pending != 1 || app.Delivered != 1 || app.Dead != 1 || app.OldestPending != 0 {
+	if app.Destination != "std/app" || app.Pending != 1 || app.Delivered != 1 || app.Dead != 1 || app.OldestPendingAge != 0 {
 		t.Errorf("std/app stats: %+v", app)
 	}
 }
@@ -240,11 +240,11 @@ func TestReplayRules(t *testing.T) {
 	o.clock.Add(time.Hour)
 
 	// Unknown events are reported, known ones replayed: every job, dead or delivered.
-	res, err := o.s.Replay(o.ctx, ReplaySelector{Source: "std", EventIDs: []string{"e1", "nope"}}, ReplayOptions{})
+	res, err := o.s.Replay(o.ctx, hookwarden.ReplaySelector{Source: "std", EventIDs: []string{"e1", "nope"}}, hookwarden.ReplayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Replayed != 2 || len(res.Skipped) != 1 || res.Skipped[0].Reason != SkipNotFound {
+	if res.Replayed != 2 || len(res.Skipped) != 1 || res.Skipped[0].Reason != hookwarden.SkipNotFound {
 		t.Fatalf("replay: %+v", res)
 	}
 	now := fmtTime(o.clock.Now())
@@ -261,8 +261,8 @@ func TestReplayRules(t *testing.T) {
 	if err != nil || len(jobs) != 1 || jobs[0].Attempt != 1 {
 		t.Fatalf("lease after replay: %+v %v (want attempt 1: the full budget again)", jobs, err)
 	}
-	res, _ = o.s.Replay(o.ctx, ReplaySelector{Source: "std", EventIDs: []string{"e1"}, Destination: "std/app"}, ReplayOptions{})
-	if res.Replayed != 0 || len(res.Skipped) != 1 || res.Skipped[0].Reason != SkipInFlight {
+	res, _ = o.s.Replay(o.ctx, hookwarden.ReplaySelector{Source: "std", EventIDs: []string{"e1"}, Destination: "std/app"}, hookwarden.ReplayOptions{})
+	if res.Replayed != 0 || len(res.Skipped) != 1 || res.Skipped[0].Reason != hookwarden.SkipInFlight {
 		t.Fatalf("in flight: %+v", res)
 	}
 
@@ -272,7 +272,7 @@ func TestReplayRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 1 {
-		if res, _ := o.s.Replay(o.ctx, ReplaySelector{Dead: true}, ReplayOptions{}); res.Replayed != 1 {
+		if res, _ := o.s.Replay(o.ctx, hookwarden.ReplaySelector{Dead: true}, hookwarden.ReplayOptions{}); res.Replayed != 1 {
 			t.Fatalf("second replay: %+v", res)
 		}
 		o.finish("std/app", "e1", hookwarden.Dead)
@@ -280,11 +280,11 @@ func TestReplayRules(t *testing.T) {
 	if n := o.count(`SELECT dead_count FROM jobs WHERE destination = 'std/app'`); n != 3 {
 		t.Fatalf("dead_count %d, want 3", n)
 	}
-	res, _ = o.s.Replay(o.ctx, ReplaySelector{Dead: true}, ReplayOptions{})
-	if res.Replayed != 0 || len(res.Skipped) != 1 || res.Skipped[0].Reason != SkipNeedsForce || res.Skipped[0].DeadCount != 3 {
+	res, _ = o.s.Replay(o.ctx, hookwarden.ReplaySelector{Dead: true}, hookwarden.ReplayOptions{})
+	if res.Replayed != 0 || len(res.Skipped) != 1 || res.Skipped[0].Reason != hookwarden.SkipNeedsForce || res.Skipped[0].DeadCount != 3 {
 		t.Fatalf("third strike without force: %+v", res)
 	}
-	res, _ = o.s.Replay(o.ctx, ReplaySelector{Dead: true}, ReplayOptions{Force: true})
+	res, _ = o.s.Replay(o.ctx, hookwarden.ReplaySelector{Dead: true}, hookwarden.ReplayOptions{Force: true})
 	if res.Replayed != 1 || len(res.Destinations) != 1 || res.Destinations[0] != "std/app" {
 		t.Fatalf("with force: %+v", res)
 	}
@@ -293,7 +293,7 @@ func TestReplayRules(t *testing.T) {
 	o.finish("std/app", "e1", hookwarden.Dead)
 	var id int64
 	o.s.DB().QueryRow(`SELECT id FROM jobs WHERE destination = 'std/app'`).Scan(&id)
-	res, _ = o.s.Replay(o.ctx, ReplaySelector{JobIDs: []int64{id, 999}}, ReplayOptions{Force: true})
+	res, _ = o.s.Replay(o.ctx, hookwarden.ReplaySelector{JobIDs: []int64{id, 999}}, hookwarden.ReplayOptions{Force: true})
 	if res.Replayed != 1 || len(res.Skipped) != 1 || res.Skipped[0].JobID != 999 {
 		t.Fatalf("by job id: %+v", res)
 	}
@@ -302,11 +302,11 @@ func TestReplayRules(t *testing.T) {
 	if jobs, err := o.s.Lease(o.ctx, "std/app", 1, time.Minute); err != nil || len(jobs) != 1 {
 		t.Fatalf("lease: %v %v", jobs, err)
 	}
-	if res, _ := o.s.Replay(o.ctx, ReplaySelector{JobIDs: []int64{id}}, ReplayOptions{Force: true}); res.Replayed != 0 {
+	if res, _ := o.s.Replay(o.ctx, hookwarden.ReplaySelector{JobIDs: []int64{id}}, hookwarden.ReplayOptions{Force: true}); res.Replayed != 0 {
 		t.Fatalf("replayed a job in flight: %+v", res)
 	}
 	o.clock.Add(2 * time.Minute)
-	if res, _ := o.s.Replay(o.ctx, ReplaySelector{JobIDs: []int64{id}}, ReplayOptions{Force: true}); res.Replayed != 1 {
+	if res, _ := o.s.Replay(o.ctx, hookwarden.ReplaySelector{JobIDs: []int64{id}}, hookwarden.ReplayOptions{Force: true}); res.Replayed != 1 {
 		t.Fatalf("expired lease: %+v, want replayed", res)
 	}
 	if n := o.count(`SELECT count(*) FROM jobs WHERE id = ? AND leased_until IS NULL AND attempts = 0`, id); n != 1 {
@@ -322,8 +322,8 @@ func TestReplayInBatchesWithProgress(t *testing.T) {
 		o.finish("std/app", id, hookwarden.Dead)
 	}
 	var calls []string
-	res, err := o.s.Replay(o.ctx, ReplaySelector{Dead: true, Source: "std", Destination: "std/app"},
-		ReplayOptions{BatchSize: 3, Progress: func(done, total int) {
+	res, err := o.s.Replay(o.ctx, hookwarden.ReplaySelector{Dead: true, Source: "std", Destination: "std/app"},
+		hookwarden.ReplayOptions{BatchSize: 3, Progress: func(done, total int) {
 			calls = append(calls, fmt.Sprintf("%d/%d", done, total))
 		}})
 	if err != nil || res.Replayed != 7 || res.Selected != 7 {
@@ -370,7 +370,7 @@ func TestRunsAndGaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := o.s.Gaps(o.ctx, GapOptions{Sources: []SourcePolicy{
+	rep, err := o.s.Gaps(o.ctx, hookwarden.GapOptions{Sources: []hookwarden.SourcePolicy{
 		{Name: "std", RetryHorizon: 30 * time.Minute, ExpectWithin: time.Hour},
 		{Name: "gh", RetryHorizon: 0},
 	}})
@@ -392,13 +392,13 @@ func TestRunsAndGaps(t *testing.T) {
 
 	// The live run dies: after Stale, an open window from its last heartbeat.
 	o.clock.Add(time.Minute)
-	rep, _ = o.s.Gaps(o.ctx, GapOptions{Stale: 10 * time.Second})
+	rep, _ = o.s.Gaps(o.ctx, hookwarden.GapOptions{Stale: 10 * time.Second})
 	last := rep.Outages[len(rep.Outages)-1]
 	if !last.Open || !last.Crash || last.Length != time.Minute+3*time.Second {
 		t.Fatalf("open window: %+v", last)
 	}
 	// Since drops older windows.
-	rep, _ = o.s.Gaps(o.ctx, GapOptions{Since: t0.Add(time.Hour)})
+	rep, _ = o.s.Gaps(o.ctx, hookwarden.GapOptions{Since: t0.Add(time.Hour)})
 	if len(rep.Outages) != 2 {
 		t.Fatalf("since: %d outages, want 2", len(rep.Outages))
 	}
@@ -431,7 +431,7 @@ func TestBackupIsConsistentUnderWrites(t *testing.T) {
 	if calls == 0 {
 		t.Error("progress never called")
 	}
-	if err := o.s.Backup(o.ctx, dest, nil); !errors.Is(err, ErrExists) {
+	if err := o.s.Backup(o.ctx, dest, nil); !errors.Is(err, hookwarden.ErrExists) {
 		t.Fatalf("second backup to the same file: %v, want ErrExists", err)
 	}
 	ro, err := Open(o.ctx, dest, Options{ReadOnly: true})
@@ -456,7 +456,7 @@ func TestBackupIsConsistentUnderWrites(t *testing.T) {
 func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 	o := setupOps(t)
 	day := 24 * time.Hour
-	ret := Retention{Payloads: 30 * day, Claims: 90 * day}
+	ret := hookwarden.Retention{Payloads: 30 * day, Claims: 90 * day}
 
 	// Day 0.
 	o.record("std", "A", `{"a":1}`, "std/a")
@@ -477,7 +477,7 @@ func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 	o.record("std", "E", `{"e":1}`, "std/e")
 	o.finish("std/e", "E", hookwarden.Delivered)
 
-	dry, err := o.s.Prune(o.ctx, PruneOptions{Retention: ret, DryRun: true})
+	dry, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: ret, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,14 +488,14 @@ func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := o.s.Prune(o.ctx, PruneOptions{Retention: ret, BatchSize: 1})
+	res, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: ret, BatchSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A (its receipt, a duplicate and a divergent copy, one job, one
 	// attempt), X and Y (their batch, two jobs, three attempts: X's lease
 	// also retried Y once): 3 events, 3 bodies.
-	want := PruneResult{PayloadsPruned: 3, PayloadBytes: int64(len(`{"a":1}`) + len(`{"a":1,"x":2}`) + len(`[batch]`)),
+	want := hookwarden.PruneResult{PayloadsPruned: 3, PayloadBytes: int64(len(`{"a":1}`) + len(`{"a":1,"x":2}`) + len(`[batch]`)),
 		HeldDead: 1, HeldPending: 1, HeldQuarantined: 1}
 	dry.DryRun, dry.PayloadCutoff, dry.ClaimCutoff = false, time.Time{}, time.Time{}
 	if dry != want {
@@ -540,11 +540,11 @@ func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 	if err != nil || d.Body != nil || !d.PayloadPruned || d.PrunedAt.IsZero() || !d.SummaryOnly {
 		t.Fatalf("A after pruning: body %q pruned %v at %v, %v", d.Body, d.PayloadPruned, d.PrunedAt, err)
 	}
-	if d.Receipts != 3 || d.Jobs != 1 || d.Delivered != 1 || d.Attempts != 1 || d.Status != StatusDelivered ||
+	if d.Receipts != 3 || d.Jobs != 1 || d.Delivered != 1 || d.Attempts != 1 || d.Status != hookwarden.StatusDelivered ||
 		!d.DeliveredAt.Equal(d.ClaimedAt) || !d.LastReceivedAt.Equal(d.ClaimedAt) || len(d.ReceiptLog) != 0 || len(d.JobLog) != 0 {
 		t.Errorf("A's summary: %+v", d.EventSummary)
 	}
-	if again, _ := o.s.Prune(o.ctx, PruneOptions{Retention: ret}); again.PayloadsPruned != 0 {
+	if again, _ := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: ret}); again.PayloadsPruned != 0 {
 		t.Errorf("second prune removed %d more", again.PayloadsPruned)
 	}
 
@@ -556,14 +556,14 @@ func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 		t.Fatalf("jobs of A: %d, want 0 (a duplicate creates none)", n)
 	}
 	// Nothing is left to replay.
-	rr, _ := o.s.Replay(o.ctx, ReplaySelector{Source: "std", EventIDs: []string{"A"}}, ReplayOptions{})
-	if rr.Replayed != 0 || len(rr.Skipped) != 1 || rr.Skipped[0].Reason != SkipPruned || rr.Skipped[0].PrunedAt.IsZero() {
+	rr, _ := o.s.Replay(o.ctx, hookwarden.ReplaySelector{Source: "std", EventIDs: []string{"A"}}, hookwarden.ReplayOptions{})
+	if rr.Replayed != 0 || len(rr.Skipped) != 1 || rr.Skipped[0].Reason != hookwarden.SkipPruned || rr.Skipped[0].PrunedAt.IsZero() {
 		t.Fatalf("replay of a pruned event: %+v", rr)
 	}
 
 	// Day 100: claims older than 90 days whose jobs all finished before then go.
 	o.clock.Add(60 * day)
-	res, err = o.s.Prune(o.ctx, PruneOptions{Retention: ret, BatchSize: 2})
+	res, err = o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: ret, BatchSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,88 +10,6 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// Retention is the tiers of SPEC section 3. A zero or negative duration
-// disables its tier (keep forever).
-type Retention struct {
-	// Payloads: the raw requests of finished events. An event claimed, and
-	// delivered to every destination, longer ago than this is folded into
-	// its claim: its receipts (bodies and headers), jobs and attempts are
-	// deleted and a summary stays on the events row (receipt count, last
-	// received, jobs, attempts, delivered at, pruned at). The claim stays, so
-	// a late duplicate is still a duplicate, and the counts of stats survive
-	// in pruned_totals.
-	Payloads time.Duration
-	// Claims: the event ids, the dedup memory. An event goes with whatever
-	// is left of its receipts, jobs and attempts when it was claimed, and
-	// every job was delivered, longer ago than this. The body keys (the
-	// body-replay check) go with this tier, by the time they were claimed.
-	Claims time.Duration
-	// Quarantine: held requests nobody released go when their last copy
-	// came longer ago than this; released ones this long after release.
-	Quarantine time.Duration
-}
-
-// PruneOptions tune Prune.
-type PruneOptions struct {
-	Retention
-	// DryRun counts what would go and changes nothing.
-	DryRun bool
-	// BatchSize is how many events or receipts one write transaction handles
-	// (default 200): pruning never holds the writer for long.
-	BatchSize int
-	// Pause is waited between batches (default 5ms), so ingest always gets
-	// the writer in between.
-	Pause time.Duration
-	// Audit, if set, records this pass as an operator action (the CLI's
-	// prune; serve's hourly pass is not one). A pass is many short
-	// transactions, so the entry is written before the first and given its
-	// result after the last: an entry without a result is a pass that was
-	// interrupted. A dry run writes none.
-	Audit *hookwarden.AuditEntry
-}
-
-// PruneResult says what retention removed (or, with DryRun, would remove) and
-// what it kept on purpose.
-type PruneResult struct {
-	DryRun        bool      `json:"dry_run"`
-	PayloadCutoff time.Time `json:"payload_cutoff,omitzero"`
-	ClaimCutoff   time.Time `json:"claim_cutoff,omitzero"`
-
-	// PayloadsPruned counts the events the payload tier folded into their
-	// claim; PayloadBytes the request bodies deleted with them.
-	PayloadsPruned int   `json:"payloads_pruned"`
-	PayloadBytes   int64 `json:"payload_bytes"`
-	// Receipts (late duplicates of pruned events included), jobs and
-	// attempts the payload tier deleted (not in a dry run).
-	PayloadReceipts int `json:"payload_receipts_deleted,omitempty"`
-	PayloadJobs     int `json:"payload_jobs_deleted,omitempty"`
-	PayloadAttempts int `json:"payload_attempts_deleted,omitempty"`
-
-	EventsDeleted int `json:"events_deleted"` // claims removed
-	// Receipts, jobs and attempts deleted with those claims (not in a dry run).
-	ReceiptsDeleted int `json:"receipts_deleted"`
-	JobsDeleted     int `json:"jobs_deleted"`
-	AttemptsDeleted int `json:"attempts_deleted"`
-	// BodyKeysDeleted counts body keys gone with the claims tier.
-	BodyKeysDeleted int `json:"body_keys_deleted"`
-
-	QuarantineCutoff time.Time `json:"quarantine_cutoff,omitzero"`
-	// QuarantineDeleted counts held requests removed by retention.quarantine.
-	QuarantineDeleted int `json:"quarantine_deleted"`
-	// TokensDeleted counts expired one-time tokens (Mailgun) removed.
-	TokensDeleted int `json:"tokens_deleted"`
-
-	// Held past retention.payloads and never pruned automatically: events
-	// with a dead letter, events still pending, quarantined requests (until
-	// retention.quarantine). They need a human (replay, quarantine release).
-	HeldDead        int `json:"held_dead"`
-	HeldPending     int `json:"held_pending"`
-	HeldQuarantined int `json:"held_quarantined"`
-
-	// AuditID is the audit log entry of the pass (0: none written).
-	AuditID int64 `json:"audit_id,omitempty"`
-}
-
 // unfinishedSince is true when an event has a job that is not delivered, or
 // was delivered at or after the cutoff (?). Its payload and claim stay.
 const unfinishedSince = `EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = %s AND (j.state != 'delivered' OR j.finished_at >= %s))`
@@ -118,8 +36,8 @@ var prunableClaim = `e.claimed_at < ?1 AND NOT ` + fmt.Sprintf(unfinishedSince, 
 // writer batch (milliseconds). The payload walk resumes where the last pass
 // stopped (prune_cursor) and revisits only the events it had to leave
 // (prune_held), so an hourly pass on a year-old file costs the hour's work.
-func (s *Store) Prune(ctx context.Context, opt PruneOptions) (PruneResult, error) {
-	res := PruneResult{DryRun: opt.DryRun}
+func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwarden.PruneResult, error) {
+	res := hookwarden.PruneResult{DryRun: opt.DryRun}
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 200
 	}
@@ -184,7 +102,7 @@ func (s *Store) Prune(ctx context.Context, opt PruneOptions) (PruneResult, error
 // countHeld counts the events older than the payload cutoff that wait for a
 // human. It reads the partial indexes of dead and pending jobs (jobs_dead,
 // jobs_due): its cost follows the backlog, not the history.
-func (s *Store) countHeld(ctx context.Context, res *PruneResult) error {
+func (s *Store) countHeld(ctx context.Context, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.PayloadCutoff)
 	err := s.rdb.QueryRowContext(ctx, `
 SELECT
@@ -207,15 +125,6 @@ func (s *Store) pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// idSet is ids as a JSON array, for `IN (SELECT value FROM json_each(?))`.
-func idSet(ids []int64) string {
-	if len(ids) == 0 {
-		return "[]" // not "null": json_each('null') is one NULL row
-	}
-	b, _ := json.Marshal(ids)
-	return string(b)
 }
 
 // nextIDs reads the next rows of table (events or receipts) after id, in id
@@ -330,7 +239,7 @@ func execCount(ctx context.Context, tx *sql.Tx, n *int, q string, args ...any) e
 	return nil
 }
 
-func (s *Store) pruneClaims(ctx context.Context, opt PruneOptions, res *PruneResult) error {
+func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.ClaimCutoff)
 	// The claims walk starts at the lowest id every time: what it deletes
 	// leaves, so it reads the events it keeps (dead, pending) and what it
@@ -365,25 +274,11 @@ func (s *Store) pruneClaims(ctx context.Context, opt PruneOptions, res *PruneRes
 	}
 }
 
-// selectIDs runs q (one id column) inside tx.
-func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]int64, error) {
-	var ids []int64
-	err := eachRow(ctx, tx, q, func(rows *sql.Rows) error {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		return nil
-	}, args...)
-	return ids, err
-}
-
 // deleteClaims deletes the events among ids that are still prunable, with
 // their receipts, links, jobs and attempts, and batch receipts left without
 // any event; their counts go to pruned_totals first. Foreign keys are on:
 // children go first.
-func (s *Store) deleteClaims(ctx context.Context, cut string, ids []int64, res *PruneResult) error {
+func (s *Store) deleteClaims(ctx context.Context, cut string, ids []int64, res *hookwarden.PruneResult) error {
 	var events, receipts, jobs, attempts int
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		events, receipts, jobs, attempts = 0, 0, 0, 0
@@ -439,11 +334,11 @@ func (s *Store) deleteClaims(ctx context.Context, cut string, ids []int64, res *
 // prunePayloads runs the payload tier: the events held on earlier passes,
 // then the events claimed since the last pass, then the requests that came
 // for already pruned events (late duplicates).
-func (s *Store) prunePayloads(ctx context.Context, opt PruneOptions, res *PruneResult) error {
+func (s *Store) prunePayloads(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.PayloadCutoff)
-	held, err := selectHeld(ctx, s.rdb)
+	held, err := selectIDs(ctx, s.rdb, `SELECT event_ref FROM prune_held ORDER BY event_ref`)
 	if err != nil {
-		return fmt.Errorf("prune payloads: %w", err)
+		return fmt.Errorf("prune payloads: read held events: %w", err)
 	}
 	for lo := 0; lo < len(held); lo += opt.BatchSize {
 		ids := held[lo:min(lo+opt.BatchSize, len(held))]
@@ -498,25 +393,9 @@ func (s *Store) prunePayloads(ctx context.Context, opt PruneOptions, res *PruneR
 	}
 }
 
-func selectHeld(ctx context.Context, db *sql.DB) ([]int64, error) {
-	var ids []int64
-	err := eachRow(ctx, db, `SELECT event_ref FROM prune_held ORDER BY event_ref`, func(rows *sql.Rows) error {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read held events: %w", err)
-	}
-	return ids, nil
-}
-
 // foldBatch folds (or, in a dry run, counts) the prunable events among ids;
 // advance, when set, is the walk's new cursor.
-func (s *Store) foldBatch(ctx context.Context, opt PruneOptions, cut string, ids []int64, advance int64, res *PruneResult) error {
+func (s *Store) foldBatch(ctx context.Context, opt hookwarden.PruneOptions, cut string, ids []int64, advance int64, res *hookwarden.PruneResult) error {
 	if opt.DryRun {
 		var n int
 		var bytes int64
@@ -547,7 +426,7 @@ SELECT (SELECT count(*) FROM p),
 // claims, in one write transaction: totals first, then the summary on the
 // events row, then the deletes (children first). The others, not pruned
 // yet, go to prune_held to be looked at again on the next pass.
-func (s *Store) foldEvents(ctx context.Context, cut string, ids []int64, advance int64, res *PruneResult) error {
+func (s *Store) foldEvents(ctx context.Context, cut string, ids []int64, advance int64, res *hookwarden.PruneResult) error {
 	var events, receipts, jobs, attempts int
 	var bytes int64
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
@@ -656,7 +535,7 @@ WHERE e.id IN (SELECT value FROM json_each(?1))`, set, s.now().Unix()); err != n
 // every event is pruned), and advances the receipts walk to advance.
 // Anything else (receipts of events not pruned, quarantined requests) is
 // left alone: the event tier or nobody removes it.
-func (s *Store) foldLate(ctx context.Context, cut string, ids []int64, advance int64, res *PruneResult) error {
+func (s *Store) foldLate(ctx context.Context, cut string, ids []int64, advance int64, res *hookwarden.PruneResult) error {
 	var receipts int
 	var bytes int64
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {

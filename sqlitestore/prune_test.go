@@ -32,10 +32,10 @@ func statsText(t *testing.T, o *ops) string {
 func TestPayloadTierHeldLateAndBatches(t *testing.T) {
 	o := setupOps(t)
 	day := 24 * time.Hour
-	ret := Retention{Payloads: 30 * day}
-	prune := func() PruneResult {
+	ret := hookwarden.Retention{Payloads: 30 * day}
+	prune := func() hookwarden.PruneResult {
 		t.Helper()
-		res, err := o.s.Prune(o.ctx, PruneOptions{Retention: ret, BatchSize: 2})
+		res, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: ret, BatchSize: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,19 +112,19 @@ func TestPayloadTierHeldLateAndBatches(t *testing.T) {
 	}
 
 	// Listing: every event delivered, pruned or not.
-	items, _, err := o.s.ListEvents(o.ctx, EventFilter{Status: StatusDelivered})
+	items, _, err := o.s.ListEvents(o.ctx, hookwarden.EventFilter{Status: hookwarden.StatusDelivered})
 	if err != nil || len(items) != 5 {
 		t.Fatalf("delivered events: %d, %v", len(items), err)
 	}
 	for _, it := range items {
-		if !it.SummaryOnly || !it.PayloadPruned || it.PrunedAt.IsZero() || it.Status != StatusDelivered {
+		if !it.SummaryOnly || !it.PayloadPruned || it.PrunedAt.IsZero() || it.Status != hookwarden.StatusDelivered {
 			t.Errorf("listed: %+v", it)
 		}
 		if it.EventID != "N" && (it.Jobs != 1 || it.Delivered != 1 || it.DeliveredAt.IsZero()) {
 			t.Errorf("listed %s: jobs %d delivered %d at %v", it.EventID, it.Jobs, it.Delivered, it.DeliveredAt)
 		}
 	}
-	if items, _, _ := o.s.ListEvents(o.ctx, EventFilter{Status: StatusPending}); len(items) != 0 {
+	if items, _, _ := o.s.ListEvents(o.ctx, hookwarden.EventFilter{Status: hookwarden.StatusPending}); len(items) != 0 {
 		t.Errorf("pending: %+v", items)
 	}
 	// A source silent since the pruned traffic: LastAccepted still knows.
@@ -132,7 +132,7 @@ func TestPayloadTierHeldLateAndBatches(t *testing.T) {
 	if err != nil || last["std"].IsZero() || last["sg"].IsZero() || !last["quiet"].IsZero() {
 		t.Fatalf("last accepted after pruning: %v %v", last, err)
 	}
-	if _, err := o.s.Replay(o.ctx, ReplaySelector{Source: "sg", EventIDs: []string{"Y"}}, ReplayOptions{}); err != nil {
+	if _, err := o.s.Replay(o.ctx, hookwarden.ReplaySelector{Source: "sg", EventIDs: []string{"Y"}}, hookwarden.ReplayOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := o.s.DB().Query(`PRAGMA foreign_key_check`)
@@ -155,7 +155,7 @@ func TestPruneWalkResumes(t *testing.T) {
 		o.record("std", fmt.Sprint("e", i), `{}`)
 	}
 	o.clock.Add(2 * day)
-	res, err := o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: day}, BatchSize: 2})
+	res, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: day}, BatchSize: 2})
 	if err != nil || res.PayloadsPruned != 5 {
 		t.Fatalf("first pass: %+v %v", res, err)
 	}
@@ -164,7 +164,7 @@ func TestPruneWalkResumes(t *testing.T) {
 	}
 	// Claims retention deletes all five: the cursor follows max(id) down.
 	o.clock.Add(10 * day)
-	res, err = o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: day, Claims: 5 * day}})
+	res, err = o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: day, Claims: 5 * day}})
 	if err != nil || res.EventsDeleted != 5 {
 		t.Fatalf("claims pass: %+v %v", res, err)
 	}
@@ -176,7 +176,7 @@ func TestPruneWalkResumes(t *testing.T) {
 		o.record("std", fmt.Sprint("n", i), `{}`)
 	}
 	o.clock.Add(2 * day)
-	res, err = o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: day}})
+	res, err = o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: day}})
 	if err != nil || res.PayloadsPruned != 3 {
 		t.Fatalf("after reuse: %+v %v", res, err)
 	}
@@ -258,7 +258,7 @@ func TestPrunedBytesPerEvent(t *testing.T) {
 	full := size("full.db")
 	before := statsText(t, o)
 	o.clock.Add(2 * time.Second)
-	res, err := o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: time.Second}})
+	res, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: time.Second}})
 	if err != nil || res.PayloadsPruned != events || res.PayloadReceipts != events*6/5 {
 		t.Fatalf("prune: %+v %v", res, err)
 	}
@@ -299,7 +299,7 @@ func TestGapsAfterPayloadPruning(t *testing.T) {
 	at("c", 5*time.Hour)
 	o.clock.Add(10 * time.Hour)
 	silences := func() string {
-		rep, err := o.s.Gaps(o.ctx, GapOptions{Sources: []SourcePolicy{{Name: "std", RetryHorizon: 4 * time.Hour, ExpectWithin: time.Hour}}})
+		rep, err := o.s.Gaps(o.ctx, hookwarden.GapOptions{Sources: []hookwarden.SourcePolicy{{Name: "std", RetryHorizon: 4 * time.Hour, ExpectWithin: time.Hour}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestGapsAfterPayloadPruning(t *testing.T) {
 		return fmt.Sprint(out)
 	}
 	before := silences()
-	res, err := o.s.Prune(o.ctx, PruneOptions{Retention: Retention{Payloads: 6 * time.Hour}})
+	res, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 6 * time.Hour}})
 	if err != nil || res.PayloadsPruned != 2 {
 		t.Fatalf("prune: %+v %v, want a and b", res, err)
 	}

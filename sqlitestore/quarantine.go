@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -224,48 +223,11 @@ func (s *Store) tokenTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt) 
 	return bytes.Equal(sum, r.BodySHA256[:]), nil
 }
 
-// Held is one quarantined request, as `quarantine list` and
-// GET /api/quarantine show it.
-type Held struct {
-	ReceiptID  int64     `json:"receipt_id"`
-	Source     string    `json:"source"`
-	ReceivedAt time.Time `json:"received_at"`
-	// Reason is no_event_id or body_replayed; Detail is the free text.
-	Reason           string `json:"reason"`
-	Detail           string `json:"detail,omitempty"`
-	CandidateEventID string `json:"candidate_event_id"`
-	OriginalEventID  string `json:"original_event_id"`
-	// Repeats counts the copies of the same body that came after the first.
-	Repeats int       `json:"repeats"`
-	LastAt  time.Time `json:"last_at"`
-	// ReleasedAt is when an operator released it; nil (null) while held.
-	ReleasedAt *time.Time `json:"released_at"`
-	// ReleasedEventID is the id it was released under.
-	ReleasedEventID string `json:"released_event_id,omitempty"`
-}
-
-// HeldDetail is a held request with its raw headers and body.
-type HeldDetail struct {
-	Held
-	Header     http.Header `json:"headers"`
-	Body       []byte      `json:"body"`
-	BodySHA256 string      `json:"body_sha256"`
-	RemoteAddr string      `json:"remote_addr"`
-}
-
-// QuarantineFilter selects held requests. Zero fields select everything.
-type QuarantineFilter struct {
-	Source string
-	Limit  int
-	// Cursor continues a listing: only receipts older than it.
-	Cursor int64
-}
-
 const heldColumns = `q.receipt_id, q.source, r.received_at, COALESCE(q.kind, 'no_event_id'), q.reason,
 	COALESCE(q.candidate_event_id, ''), COALESCE(q.original_event_id, ''), q.count, q.last_at,
 	q.released_at, COALESCE(q.released_event_id, '')`
 
-func scanHeld(sc interface{ Scan(...any) error }, h *Held, extra ...any) error {
+func scanHeld(sc interface{ Scan(...any) error }, h *hookwarden.Held, extra ...any) error {
 	var at, last string
 	var released sql.NullString
 	var count int
@@ -286,7 +248,7 @@ func scanHeld(sc interface{ Scan(...any) error }, h *Held, extra ...any) error {
 // ListQuarantine lists held requests (released ones included, until
 // retention.quarantine removes them), newest first. next is the cursor of
 // the following page, 0 on the last.
-func (s *Store) ListQuarantine(ctx context.Context, f QuarantineFilter) (items []Held, next int64, err error) {
+func (s *Store) ListQuarantine(ctx context.Context, f hookwarden.QuarantineFilter) (items []hookwarden.Held, next int64, err error) {
 	var where []string
 	var args []any
 	if f.Source != "" {
@@ -303,7 +265,7 @@ func (s *Store) ListQuarantine(ctx context.Context, f QuarantineFilter) (items [
 	q += " ORDER BY q.receipt_id DESC LIMIT ?"
 	args = append(args, limit+1)
 	err = eachRow(ctx, s.rdb, q, func(rows *sql.Rows) error {
-		var h Held
+		var h hookwarden.Held
 		if err := scanHeld(rows, &h); err != nil {
 			return err
 		}
@@ -322,8 +284,8 @@ func (s *Store) ListQuarantine(ctx context.Context, f QuarantineFilter) (items [
 
 // ShowQuarantined returns one held request with its headers and body, or an
 // error wrapping hookwarden.ErrNotFound.
-func (s *Store) ShowQuarantined(ctx context.Context, receiptID int64) (*HeldDetail, error) {
-	d := &HeldDetail{}
+func (s *Store) ShowQuarantined(ctx context.Context, receiptID int64) (*hookwarden.HeldDetail, error) {
+	d := &hookwarden.HeldDetail{}
 	var headers string
 	var sum []byte
 	row := s.rdb.QueryRowContext(ctx, `SELECT `+heldColumns+`, r.headers, r.body, r.body_sha256, r.remote_addr
@@ -335,38 +297,9 @@ func (s *Store) ShowQuarantined(ctx context.Context, receiptID int64) (*HeldDeta
 	if err != nil {
 		return nil, fmt.Errorf("show quarantined request: %w", err)
 	}
-	d.Header = DecodeHeaders(headers)
+	d.Header = decodeHeaders(headers)
 	d.BodySHA256 = hex.EncodeToString(sum)
 	return d, nil
-}
-
-// Errors of ReleaseQuarantined besides hookwarden.ErrNotFound.
-var (
-	// ErrAlreadyClaimed: the event id is claimed already; the request stays held.
-	ErrAlreadyClaimed = errors.New("event id already claimed")
-	// ErrReleased: the request was released before.
-	ErrReleased = errors.New("already released")
-)
-
-// Release says how to release a held request.
-type Release struct {
-	ReceiptID int64
-	// EventID is the id to claim: the request's candidate id when empty.
-	EventID   string
-	EventType string
-	// Destinations get one job each ("source/name"), as the receiver would
-	// have given them: the caller matches them against EventType.
-	Destinations []string
-	// Audit, when set, is recorded in the release's own transaction, with
-	// the released event and the result filled in.
-	Audit *hookwarden.AuditEntry
-}
-
-// Released is what ReleaseQuarantined did.
-type Released struct {
-	Source  string `json:"source"`
-	EventID string `json:"event_id"`
-	Jobs    int    `json:"jobs"`
 }
 
 // ReleaseQuarantined claims a held request's event id and creates its jobs,
@@ -374,11 +307,11 @@ type Released struct {
 // The held receipt is copied as the event's accepted receipt and the
 // quarantine row is marked released. An id already claimed fails with
 // ErrAlreadyClaimed and changes nothing.
-func (s *Store) ReleaseQuarantined(ctx context.Context, rel Release) (Released, error) {
-	var out Released
+func (s *Store) ReleaseQuarantined(ctx context.Context, rel hookwarden.Release) (hookwarden.Released, error) {
+	var out hookwarden.Released
 	var fail error
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		out, fail = Released{}, nil
+		out, fail = hookwarden.Released{}, nil
 		var r hookwarden.Receipt
 		var candidate, headers, at string
 		var released sql.NullString
@@ -394,7 +327,7 @@ func (s *Store) ReleaseQuarantined(ctx context.Context, rel Release) (Released, 
 		case err != nil:
 			return fmt.Errorf("find quarantined request: %w", err)
 		case released.Valid:
-			fail = fmt.Errorf("quarantined request %d: %w at %s", rel.ReceiptID, ErrReleased, released.String)
+			fail = fmt.Errorf("quarantined request %d: %w at %s", rel.ReceiptID, hookwarden.ErrReleased, released.String)
 			return nil
 		}
 		id := rel.EventID
@@ -413,7 +346,7 @@ func (s *Store) ReleaseQuarantined(ctx context.Context, rel Release) (Released, 
 			return err
 		}
 		if !isNew {
-			fail = fmt.Errorf("%s/%s: %w; request %d stays quarantined", r.Source, id, ErrAlreadyClaimed, rel.ReceiptID)
+			fail = fmt.Errorf("%s/%s: %w; request %d stays quarantined", r.Source, id, hookwarden.ErrAlreadyClaimed, rel.ReceiptID)
 			return nil
 		}
 		if r.Body == nil {
@@ -437,7 +370,7 @@ func (s *Store) ReleaseQuarantined(ctx context.Context, rel Release) (Released, 
 			now, id, rel.ReceiptID); err != nil {
 			return fmt.Errorf("mark released: %w", err)
 		}
-		out = Released{Source: r.Source, EventID: id, Jobs: n}
+		out = hookwarden.Released{Source: r.Source, EventID: id, Jobs: n}
 		if rel.Audit != nil {
 			e := *rel.Audit
 			e.Action, e.ReceiptID = "release", rel.ReceiptID
@@ -452,7 +385,7 @@ func (s *Store) ReleaseQuarantined(ctx context.Context, rel Release) (Released, 
 		return nil
 	})
 	if err != nil {
-		return Released{}, err
+		return hookwarden.Released{}, err
 	}
 	return out, fail
 }
@@ -494,7 +427,7 @@ func (s *Store) DropQuarantined(ctx context.Context, receiptID int64, audit *hoo
 
 // pruneBodyKeys deletes the body keys claimed before the claims cutoff, in
 // id order (insert order), in small batches.
-func (s *Store) pruneBodyKeys(ctx context.Context, opt PruneOptions, res *PruneResult) error {
+func (s *Store) pruneBodyKeys(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.ClaimCutoff)
 	for {
 		ids, done, err := s.nextIDs(ctx, "body_keys", "claimed_at", 0, cut, opt.BatchSize)
@@ -536,7 +469,7 @@ const quarantineExpired = `(released_at IS NULL AND last_at < ?1) OR released_at
 // pruneQuarantine deletes the held requests past retention.quarantine with
 // their held receipts. The quarantine is small (one row per distinct held
 // body), so it is read whole.
-func (s *Store) pruneQuarantine(ctx context.Context, opt PruneOptions, res *PruneResult) error {
+func (s *Store) pruneQuarantine(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.QuarantineCutoff)
 	if opt.DryRun {
 		if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM quarantine WHERE `+quarantineExpired, cut).Scan(&res.QuarantineDeleted); err != nil {
@@ -606,7 +539,7 @@ func (s *Store) pruneQuarantine(ctx context.Context, opt PruneOptions, res *Prun
 // pruneTokens deletes the one-time tokens whose window has closed: a
 // request carrying one is refused as stale before the store sees it. An
 // unexpired token is never deleted.
-func (s *Store) pruneTokens(ctx context.Context, opt PruneOptions, now time.Time, res *PruneResult) error {
+func (s *Store) pruneTokens(ctx context.Context, opt hookwarden.PruneOptions, now time.Time, res *hookwarden.PruneResult) error {
 	at := fmtTime(now)
 	if opt.DryRun {
 		if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM seen_tokens WHERE expires_at <= ?`, at).Scan(&res.TokensDeleted); err != nil {

@@ -57,7 +57,7 @@ func TestBodyReplayedUnderNewIDIsQuarantined(t *testing.T) {
 	if res := mustRecord(t, s, keyed("d-4", body, "gh/app")); res.Outcome != hookwarden.Quarantined {
 		t.Fatalf("third copy: %+v", res)
 	}
-	items, _, err := s.ListQuarantine(context.Background(), QuarantineFilter{})
+	items, _, err := s.ListQuarantine(context.Background(), hookwarden.QuarantineFilter{})
 	if err != nil || len(items) != 1 {
 		t.Fatalf("list: %v %+v", err, items)
 	}
@@ -163,13 +163,13 @@ func TestSeenTokens(t *testing.T) {
 	}
 
 	// Pruning keeps unexpired tokens and removes expired ones.
-	if r, err := s.Prune(context.Background(), PruneOptions{}); err != nil || r.TokensDeleted != 0 {
+	if r, err := s.Prune(context.Background(), hookwarden.PruneOptions{}); err != nil || r.TokensDeleted != 0 {
 		t.Fatalf("prune before expiry: %+v %v", r, err)
 	}
 	mu.Lock()
 	clock = now.Add(11 * time.Minute)
 	mu.Unlock()
-	if r, err := s.Prune(context.Background(), PruneOptions{}); err != nil || r.TokensDeleted != 2 {
+	if r, err := s.Prune(context.Background(), hookwarden.PruneOptions{}); err != nil || r.TokensDeleted != 2 {
 		t.Fatalf("prune after expiry: %+v %v, want 2 tokens deleted", r, err)
 	}
 	if n := count(t, s, `SELECT count(*) FROM seen_tokens`); n != 0 {
@@ -190,15 +190,15 @@ func TestReleaseAndDrop(t *testing.T) {
 	}
 
 	// The candidate d-1 is claimed: refused, still held.
-	_, err := s.ReleaseQuarantined(ctx, Release{ReceiptID: replay.ReceiptID, EventID: "d-1", Destinations: []string{"gh/app"}})
-	if !errors.Is(err, ErrAlreadyClaimed) {
+	_, err := s.ReleaseQuarantined(ctx, hookwarden.Release{ReceiptID: replay.ReceiptID, EventID: "d-1", Destinations: []string{"gh/app"}})
+	if !errors.Is(err, hookwarden.ErrAlreadyClaimed) {
 		t.Fatalf("release under a claimed id: %v, want ErrAlreadyClaimed", err)
 	}
 	if h, err := s.ShowQuarantined(ctx, replay.ReceiptID); err != nil || h.ReleasedAt != nil {
 		t.Fatalf("after a refused release: %+v %v", h, err)
 	}
 	// Released under its candidate id, skipping the body check.
-	rel, err := s.ReleaseQuarantined(ctx, Release{ReceiptID: replay.ReceiptID, EventType: "ping", Destinations: []string{"gh/app"}})
+	rel, err := s.ReleaseQuarantined(ctx, hookwarden.Release{ReceiptID: replay.ReceiptID, EventType: "ping", Destinations: []string{"gh/app"}})
 	if err != nil || rel.EventID != "d-2" || rel.Jobs != 1 {
 		t.Fatalf("release: %+v %v", rel, err)
 	}
@@ -206,10 +206,10 @@ func TestReleaseAndDrop(t *testing.T) {
 	if err != nil || string(d.Body) != body || d.Pending != 1 || d.Type != "ping" {
 		t.Fatalf("released event: %+v %v", d, err)
 	}
-	if _, err := s.ReleaseQuarantined(ctx, Release{ReceiptID: replay.ReceiptID}); !errors.Is(err, ErrReleased) {
+	if _, err := s.ReleaseQuarantined(ctx, hookwarden.Release{ReceiptID: replay.ReceiptID}); !errors.Is(err, hookwarden.ErrReleased) {
 		t.Fatalf("second release: %v, want ErrReleased", err)
 	}
-	items, _, _ := s.ListEvents(ctx, EventFilter{Status: StatusQuarantined})
+	items, _, _ := s.ListEvents(ctx, hookwarden.EventFilter{Status: hookwarden.StatusQuarantined})
 	if len(items) != 1 || items[0].Receipt != noID.ReceiptID {
 		t.Fatalf("events list --status quarantined after release: %+v", items)
 	}
@@ -223,10 +223,10 @@ func TestReleaseAndDrop(t *testing.T) {
 	}
 
 	// No id: --event-id is needed.
-	if _, err := s.ReleaseQuarantined(ctx, Release{ReceiptID: noID.ReceiptID}); err == nil {
+	if _, err := s.ReleaseQuarantined(ctx, hookwarden.Release{ReceiptID: noID.ReceiptID}); err == nil {
 		t.Fatal("release without an id succeeded")
 	}
-	if rel, err := s.ReleaseQuarantined(ctx, Release{ReceiptID: noID.ReceiptID, EventID: "manual-1"}); err != nil || rel.Jobs != 0 {
+	if rel, err := s.ReleaseQuarantined(ctx, hookwarden.Release{ReceiptID: noID.ReceiptID, EventID: "manual-1"}); err != nil || rel.Jobs != 0 {
 		t.Fatalf("release with an id: %+v %v", rel, err)
 	}
 
@@ -262,7 +262,7 @@ func TestRetentionOfQuarantineAndBodyKeys(t *testing.T) {
 	}
 	noID := mustRecord(t, s, at(receipt("gh", "", `{"x":1}`), old))
 
-	res, err := s.Prune(ctx, PruneOptions{Retention: Retention{Quarantine: 30 * 24 * time.Hour}})
+	res, err := s.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Quarantine: 30 * 24 * time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestRetentionOfQuarantineAndBodyKeys(t *testing.T) {
 
 	// The body key goes with claims retention; then the same body under a
 	// new id is new (the claim it repeated is gone too).
-	res, err = s.Prune(ctx, PruneOptions{Retention: Retention{Claims: 35 * 24 * time.Hour}})
+	res, err = s.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Claims: 35 * 24 * time.Hour}})
 	if err != nil || res.BodyKeysDeleted != 1 {
 		t.Fatalf("prune claims: %+v %v, want 1 body key deleted", res, err)
 	}
@@ -292,7 +292,7 @@ func TestRetentionOfQuarantineAndBodyKeys(t *testing.T) {
 	mu.Lock()
 	clock = clock.Add(31 * 24 * time.Hour)
 	mu.Unlock()
-	res, err = s.Prune(ctx, PruneOptions{Retention: Retention{Quarantine: 30 * 24 * time.Hour}})
+	res, err = s.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Quarantine: 30 * 24 * time.Hour}})
 	if err != nil || res.QuarantineDeleted != 1 {
 		t.Fatalf("prune later: %+v %v", res, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -114,17 +113,8 @@ func (s *Store) leasedJobs(ctx context.Context, destination string, got []leased
 // one query for the whole lease: the body of a single event is its first
 // receipt's, a batch element's is its own. On error it returns what it read.
 func (s *Store) loadJobEvents(ctx context.Context, refs []int64) (map[int64]hookwarden.Job, error) {
-	list := make([]byte, 0, 12*len(refs)+2)
-	list = append(list, '[')
-	for i, r := range refs {
-		if i > 0 {
-			list = append(list, ',')
-		}
-		list = strconv.AppendInt(list, r, 10)
-	}
-	list = append(list, ']')
 	out := make(map[int64]hookwarden.Job, len(refs))
-	rows, err := s.reads.loadJobs.QueryContext(ctx, string(list))
+	rows, err := s.reads.loadJobs.QueryContext(ctx, idSet(refs))
 	if err != nil {
 		return out, fmt.Errorf("load events: %w", err)
 	}
@@ -143,7 +133,7 @@ func (s *Store) loadJobEvents(ctx context.Context, refs []int64) (map[int64]hook
 		if element {
 			j.ContentType = "application/json" // batch elements are JSON values
 		} else {
-			j.ContentType = DecodeHeaders(headers).Get("Content-Type")
+			j.ContentType = decodeHeaders(headers).Get("Content-Type")
 		}
 		out[ref] = j
 	}
@@ -319,6 +309,7 @@ SELECT destination, 'd', count(*), NULL FROM jobs WHERE state = 'dead' GROUP BY 
 			st.Pending = n
 			if t, err := parseTime(oldest.String); err == nil {
 				st.OldestPendingAge = max(now.Sub(t), 0)
+				st.OldestPendingSeconds = st.OldestPendingAge.Seconds()
 			}
 		} else {
 			st.Dead = n

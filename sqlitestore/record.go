@@ -603,8 +603,8 @@ func encodeHeaders(h http.Header) string {
 	return b.String()
 }
 
-// DecodeHeaders parses what encodeHeaders wrote.
-func DecodeHeaders(s string) http.Header {
+// decodeHeaders parses what encodeHeaders wrote.
+func decodeHeaders(s string) http.Header {
 	h := http.Header{}
 	for _, line := range strings.Split(s, "\n") {
 		if k, v, ok := strings.Cut(line, ": "); ok {

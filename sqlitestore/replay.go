@@ -12,48 +12,6 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// ForceAfter is how many times a job may be dead-lettered before a replay
-// needs Force: an event the app refused three times is likely poison, and
-// replaying it again by habit only adds noise.
-const ForceAfter = 3
-
-// DefaultReplayBatch is how many jobs one replay transaction resets. Small
-// enough that the writer is never held for long: ingest keeps its latency.
-const DefaultReplayBatch = 500
-
-// ReplaySelector says which jobs to replay: the jobs of the named events, or
-// (Dead) every dead letter matching the filters, or the jobs by id.
-type ReplaySelector struct {
-	Source   string
-	EventIDs []string // with Source: these events' jobs (dead, delivered, or pending and idle)
-	Dead     bool     // every dead letter matching Source, Destination and Since
-	JobIDs   []int64  // these jobs (the dashboard's replay button)
-	// Destination keeps only jobs of that destination ("source/name").
-	Destination string
-	// Since keeps only dead letters that died at or after it (Dead only).
-	Since time.Time
-}
-
-// ReplayOptions tune a replay.
-type ReplayOptions struct {
-	// Force replays jobs dead-lettered ForceAfter times or more.
-	Force bool
-	// BatchSize is the number of jobs per write transaction (default DefaultReplayBatch).
-	BatchSize int
-	// Pause is waited between batches so that a huge replay leaves room to
-	// ingest; default 5ms.
-	Pause time.Duration
-	// Progress, if set, is called after each batch with the jobs handled so
-	// far and the total.
-	Progress func(done, total int)
-	// Audit, if set, is the operator action to record (Origin, Actor; Action
-	// and Args are filled in when empty). It is written in the transaction
-	// of the first batch that resets a job, linked to the events replayed,
-	// and its result kept current by every later batch. A replay that
-	// resets nothing changes nothing and writes no entry.
-	Audit *hookwarden.AuditEntry
-}
-
 // replayArgs is the audit log's record of a replay's arguments.
 type replayArgs struct {
 	Source      string   `json:"source,omitempty"`
@@ -72,64 +30,6 @@ type replayAudit struct {
 	Skipped  int `json:"skipped"`
 }
 
-// Skip reasons of a replay.
-const (
-	SkipNeedsForce = "needs_force"    // dead-lettered ForceAfter times or more
-	SkipPruned     = "payload_pruned" // retention removed the body: nothing to deliver
-	SkipInFlight   = "in_flight"      // an attempt holds the job's lease
-	SkipNotFound   = "not_found"      // no such event or job
-	SkipNoJobs     = "no_jobs"        // the event has no job (of that destination): nothing to deliver
-)
-
-// ReplaySkip is a job (or event) a replay left alone, and why.
-type ReplaySkip struct {
-	JobID       int64     `json:"job_id,omitempty"`
-	Source      string    `json:"source"`
-	EventID     string    `json:"event_id"`
-	Destination string    `json:"destination,omitempty"`
-	Reason      string    `json:"reason"`
-	DeadCount   int       `json:"dead_count,omitempty"`
-	PrunedAt    time.Time `json:"pruned_at,omitzero"`
-}
-
-func (k ReplaySkip) String() string {
-	what := k.Source + "/" + k.EventID
-	if k.Destination != "" {
-		what += " -> " + k.Destination
-	}
-	switch k.Reason {
-	case SkipNeedsForce:
-		return fmt.Sprintf("%s: dead-lettered %d times; the app keeps refusing it: replay with --force if it is fixed", what, k.DeadCount)
-	case SkipPruned:
-		at := ""
-		if !k.PrunedAt.IsZero() {
-			at = " on " + k.PrunedAt.UTC().Format(time.RFC3339)
-		}
-		return fmt.Sprintf("%s: its payload was pruned%s (retention.payloads); there is nothing left to deliver", what, at)
-	case SkipInFlight:
-		return what + ": an attempt is in flight; it finishes (or is retried) on its own"
-	case SkipNotFound:
-		if k.JobID != 0 && k.EventID == "" {
-			return fmt.Sprintf("job %d: no such job", k.JobID)
-		}
-		return what + ": no such event"
-	case SkipNoJobs:
-		return what + ": it has no delivery job to replay (no destination matched it)"
-	}
-	return what + ": " + k.Reason
-}
-
-// ReplayResult is what a replay did.
-type ReplayResult struct {
-	Selected int          `json:"selected"` // jobs the selector matched
-	Replayed int          `json:"replayed"` // reset to pending, due now
-	Skipped  []ReplaySkip `json:"skipped,omitempty"`
-	// Destinations lists the destinations of replayed jobs (to wake workers).
-	Destinations []string `json:"destinations,omitempty"`
-	// AuditID is the audit log entry of the replay (0: none written).
-	AuditID int64 `json:"audit_id,omitempty"`
-}
-
 // Replay resets the selected jobs to pending, due now, with attempts = 0 so
 // each gets its destination's full max_attempts again. The event and its
 // Idempotency-Key are unchanged; dead_count is kept. Jobs are reset in
@@ -142,15 +42,15 @@ type ReplayResult struct {
 //
 // A running serve picks the jobs up at its next poll (about a second); in the
 // same process, wake the workers for Result.Destinations.
-func (s *Store) Replay(ctx context.Context, sel ReplaySelector, opt ReplayOptions) (ReplayResult, error) {
-	var res ReplayResult
+func (s *Store) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error) {
+	var res hookwarden.ReplayResult
 	ids, err := s.selectReplay(ctx, sel, &res)
 	if err != nil {
 		return res, err
 	}
 	res.Selected = len(ids)
 	if opt.BatchSize <= 0 {
-		opt.BatchSize = DefaultReplayBatch
+		opt.BatchSize = hookwarden.DefaultReplayBatch
 	}
 	if opt.Pause <= 0 {
 		opt.Pause = 5 * time.Millisecond
@@ -208,17 +108,12 @@ func (s *Store) Replay(ctx context.Context, sel ReplaySelector, opt ReplayOption
 }
 
 // selectReplay lists the job ids to replay, in id order, from the read pool.
-func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *ReplayResult) ([]int64, error) {
+func (s *Store) selectReplay(ctx context.Context, sel hookwarden.ReplaySelector, res *hookwarden.ReplayResult) ([]int64, error) {
 	var ids []int64
 	add := func(q string, args ...any) error {
-		return eachRow(ctx, s.rdb, q, func(rows *sql.Rows) error {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-			return nil
-		}, args...)
+		got, err := selectIDs(ctx, s.rdb, q, args...)
+		ids = append(ids, got...)
+		return err
 	}
 	destWhere, destArgs := "", []any(nil)
 	if sel.Destination != "" {
@@ -229,15 +124,14 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 		if len(sel.EventIDs) > 0 || len(sel.JobIDs) > 0 {
 			return nil, errors.New("replay: dead letters or named events, not both")
 		}
-		where, args := deadWhere(DeadFilter{Source: sel.Source, Destination: sel.Destination, Since: sel.Since})
+		where, args := deadWhere(hookwarden.DeadFilter{Source: sel.Source, Destination: sel.Destination, Since: sel.Since})
 		if err := add(`SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_ref WHERE `+
 			strings.Join(where, " AND ")+` ORDER BY j.id`, args...); err != nil {
 			return nil, fmt.Errorf("replay: select dead letters: %w", err)
 		}
 	case len(sel.JobIDs) > 0:
-		b, _ := json.Marshal(sel.JobIDs)
 		if err := add(`SELECT j.id FROM jobs j WHERE j.id IN (SELECT value FROM json_each(?))`+destWhere+` ORDER BY j.id`,
-			append([]any{string(b)}, destArgs...)...); err != nil {
+			append([]any{idSet(sel.JobIDs)}, destArgs...)...); err != nil {
 			return nil, fmt.Errorf("replay: select jobs: %w", err)
 		}
 		if len(ids) < len(sel.JobIDs) {
@@ -247,7 +141,7 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 			}
 			for _, id := range sel.JobIDs {
 				if !found[id] {
-					res.Skipped = append(res.Skipped, ReplaySkip{JobID: id, Reason: SkipNotFound})
+					res.Skipped = append(res.Skipped, hookwarden.ReplaySkip{JobID: id, Reason: hookwarden.SkipNotFound})
 				}
 			}
 		}
@@ -261,7 +155,7 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 			err := s.rdb.QueryRowContext(ctx, `SELECT id, pruned_at FROM events WHERE source = ? AND event_id = ?`,
 				sel.Source, id).Scan(&ref, &pruned)
 			if errors.Is(err, sql.ErrNoRows) {
-				res.Skipped = append(res.Skipped, ReplaySkip{Source: sel.Source, EventID: id, Reason: SkipNotFound})
+				res.Skipped = append(res.Skipped, hookwarden.ReplaySkip{Source: sel.Source, EventID: id, Reason: hookwarden.SkipNotFound})
 				continue
 			}
 			if err != nil {
@@ -269,7 +163,7 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 			}
 			if pruned.Valid {
 				// Folded by retention.payloads: no payload, and no jobs left.
-				res.Skipped = append(res.Skipped, ReplaySkip{Source: sel.Source, EventID: id, Reason: SkipPruned,
+				res.Skipped = append(res.Skipped, hookwarden.ReplaySkip{Source: sel.Source, EventID: id, Reason: hookwarden.SkipPruned,
 					PrunedAt: unixTime(pruned)})
 				continue
 			}
@@ -279,8 +173,8 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 				return nil, fmt.Errorf("replay: select jobs of %s/%s: %w", sel.Source, id, err)
 			}
 			if len(ids) == before {
-				res.Skipped = append(res.Skipped, ReplaySkip{Source: sel.Source, EventID: id, Destination: sel.Destination,
-					Reason: SkipNoJobs})
+				res.Skipped = append(res.Skipped, hookwarden.ReplaySkip{Source: sel.Source, EventID: id, Destination: sel.Destination,
+					Reason: hookwarden.SkipNoJobs})
 			}
 		}
 	default:
@@ -292,8 +186,8 @@ func (s *Store) selectReplay(ctx context.Context, sel ReplaySelector, res *Repla
 // replayBatch resets one batch of jobs inside one write transaction, with
 // the audit entry of the replay (audit.ID is 0 until a batch wrote it); so
 // far is the result before this batch.
-func (s *Store) replayBatch(ctx context.Context, ids []int64, force bool, audit *hookwarden.AuditEntry, sofar ReplayResult) (n int, skipped []ReplaySkip, dests []string, err error) {
-	b, _ := json.Marshal(ids)
+func (s *Store) replayBatch(ctx context.Context, ids []int64, force bool, audit *hookwarden.AuditEntry, sofar hookwarden.ReplayResult) (n int, skipped []hookwarden.ReplaySkip, dests []string, err error) {
+	set := idSet(ids)
 	var auditID int64
 	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		// The op may run twice (batch isolation): start from scratch.
@@ -306,7 +200,7 @@ SELECT j.id, j.state, j.dead_count, COALESCE(j.leased_until > ?2, 0), e.source, 
 	(SELECT max(pruned_at) FROM receipts WHERE event_ref = e.id AND kind = 'accepted')
 FROM jobs j JOIN events e ON e.id = j.event_ref
 WHERE j.id IN (SELECT value FROM json_each(?1)) ORDER BY j.id`, func(rows *sql.Rows) error {
-			var k ReplaySkip
+			var k hookwarden.ReplaySkip
 			var state string
 			var leased, pruned bool
 			var prunedAt sql.NullString
@@ -316,12 +210,12 @@ WHERE j.id IN (SELECT value FROM json_each(?1)) ORDER BY j.id`, func(rows *sql.R
 			}
 			switch {
 			case state == string(hookwarden.JobPending) && leased:
-				k.Reason = SkipInFlight
+				k.Reason = hookwarden.SkipInFlight
 			case pruned:
-				k.Reason = SkipPruned
+				k.Reason = hookwarden.SkipPruned
 				k.PrunedAt, _ = parseNullTime(prunedAt)
-			case k.DeadCount >= ForceAfter && !force:
-				k.Reason = SkipNeedsForce
+			case k.DeadCount >= hookwarden.ForceAfter && !force:
+				k.Reason = hookwarden.SkipNeedsForce
 			default:
 				reset = append(reset, k.JobID)
 				dests = append(dests, k.Destination)
@@ -330,17 +224,16 @@ WHERE j.id IN (SELECT value FROM json_each(?1)) ORDER BY j.id`, func(rows *sql.R
 			}
 			skipped = append(skipped, k)
 			return nil
-		}, string(b), now)
+		}, set, now)
 		if err != nil {
 			return fmt.Errorf("read jobs: %w", err)
 		}
 		if len(reset) == 0 {
 			return nil
 		}
-		rb, _ := json.Marshal(reset)
 		r, err := tx.ExecContext(ctx, `
 UPDATE jobs SET state = 'pending', attempts = 0, next_at = ?1, leased_until = NULL, finished_at = NULL, replayed_at = ?1
-WHERE id IN (SELECT value FROM json_each(?2))`, now, string(rb))
+WHERE id IN (SELECT value FROM json_each(?2))`, now, idSet(reset))
 		if err != nil {
 			return fmt.Errorf("reset jobs: %w", err)
 		}

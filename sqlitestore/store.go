@@ -54,7 +54,8 @@ type Options struct {
 	ReadOnly bool
 }
 
-// Store is the SQLite store. It is safe for concurrent use.
+// Store is the SQLite implementation of hookwarden.Store. It is safe for
+// concurrent use.
 type Store struct {
 	path string
 	opts Options
@@ -74,8 +75,8 @@ type Store struct {
 	stmts writeStmts
 	reads readStmts // prepared on rdb; not in a read-only store
 
-	direct atomic.Pointer[Direct] // SetDirect
-	handed []handed               // jobs created leased by the writer's current transaction
+	direct atomic.Pointer[hookwarden.Direct] // SetDirect
+	handed []handed                          // jobs created leased by the writer's current transaction
 
 	healthMu  sync.Mutex
 	lastOK    time.Time
@@ -274,6 +275,8 @@ func (s *Store) Close() error {
 	})
 	return s.closeErr
 }
+
+var _ hookwarden.Store = (*Store)(nil)
 
 // errClosed is returned for writes after Close has begun.
 var errClosed = fmt.Errorf("%w: shutting down", hookwarden.ErrUnavailable)

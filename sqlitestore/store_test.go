@@ -467,7 +467,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 
 func TestHeadersRoundTrip(t *testing.T) {
 	h := http.Header{"Content-Type": {"application/json"}, "X-Multi": {"a", "b: c"}}
-	got := DecodeHeaders(encodeHeaders(h))
+	got := decodeHeaders(encodeHeaders(h))
 	if fmt.Sprint(got) != fmt.Sprint(h) {
 		t.Fatalf("got %v, want %v", got, h)
 	}
@@ -489,7 +489,7 @@ func TestOutboxAgeCountsFromReplay(t *testing.T) {
 	mu.Lock()
 	now = now.Add(48 * time.Hour)
 	mu.Unlock()
-	if _, err := s.Replay(ctx, ReplaySelector{Source: "standard", EventIDs: []string{"msg_old"}}, ReplayOptions{}); err != nil {
+	if _, err := s.Replay(ctx, hookwarden.ReplaySelector{Source: "standard", EventIDs: []string{"msg_old"}}, hookwarden.ReplayOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -499,7 +499,7 @@ func TestOutboxAgeCountsFromReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st[0].Pending != 1 || st[0].OldestPendingAge != 10*time.Second {
+	if st[0].Pending != 1 || st[0].OldestPendingAge != 10*time.Second || st[0].OldestPendingSeconds != 10 {
 		t.Fatalf("outbox %+v, want 1 pending, 10s old (since the replay, not 48h)", st[0])
 	}
 }

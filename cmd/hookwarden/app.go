@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,7 +20,6 @@ import (
 	"github.com/hookwarden/hookwarden/internal/metrics"
 	"github.com/hookwarden/hookwarden/internal/signature"
 	"github.com/hookwarden/hookwarden/receiver"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 	"github.com/hookwarden/hookwarden/worker"
 )
 
@@ -29,7 +29,7 @@ type App struct {
 	cfg *config.Config
 	log *slog.Logger
 
-	Store    *sqlitestore.Store
+	Store    hookwarden.Store
 	Metrics  *metrics.Metrics
 	Receiver *receiver.Receiver
 	// Workers runs one worker pool per destination (reload.go), so that a
@@ -39,7 +39,7 @@ type App struct {
 	hookSrv, adminSrv *http.Server
 	hookLn, adminLn   net.Listener
 	runID             int64
-	owner             *sqlitestore.OwnerLock // held from Start to the end of closeAll
+	unlock            func() error // gives up the store's owner lock, held from Start to the end of closeAll
 	closers           []func() error
 	certs             *certReloader // nil without tls.cert/tls.key
 	reloadMu          sync.Mutex    // one Reload at a time
@@ -63,16 +63,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}()
 	dests := destinationNames(a.cfg)
 	a.Metrics = metrics.New(a.log)
-	// One serve per file: a second one would run workers on the same jobs.
-	if a.owner, err = sqlitestore.LockOwner(a.cfg.Database.Path, "hookwarden serve"); err != nil {
+	if a.Store, a.unlock, err = openServeStore(ctx, a.cfg.Database.Path, a.log, a.Metrics.Commit); err != nil {
 		return err
-	}
-	a.Store, err = sqlitestore.Open(ctx, a.cfg.Database.Path, sqlitestore.Options{
-		Logger:   a.log,
-		OnCommit: a.Metrics.Commit,
-	})
-	if err != nil {
-		return fmt.Errorf("database.path %s: %w", a.cfg.Database.Path, err)
 	}
 	a.Metrics.RegisterOutbox(a.Store, dests)
 	var srcNames []string
@@ -243,7 +235,9 @@ func (a *App) closeAll() {
 			a.log.Error("close database", "err", err)
 		}
 	}
-	_ = a.owner.Release() // after the store: the file is free once it is closed
+	if a.unlock != nil {
+		_ = a.unlock() // after the store: the file is free once it is closed
+	}
 }
 
 func destinationNames(cfg *config.Config) []string {

@@ -199,7 +199,7 @@ func (a *testApp) post(msgID, body string) answerT {
 func (a *testApp) count(q string, args ...any) int {
 	a.t.Helper()
 	var n int
-	if err := a.Store.DB().QueryRow(q, args...).Scan(&n); err != nil {
+	if err := dbOf(a.Store).QueryRow(q, args...).Scan(&n); err != nil {
 		a.t.Fatalf("%s: %v", q, err)
 	}
 	return n

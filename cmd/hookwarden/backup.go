@@ -3,11 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"os"
 
 	"github.com/spf13/cobra"
-
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 func newBackupCmd(g *globals) *cobra.Command {
@@ -39,7 +38,7 @@ command with --db FILE.`,
 			}
 			err = s.Backup(ctx, dest, show)
 			bar.finish()
-			if errors.Is(err, sqlitestore.ErrExists) {
+			if errors.Is(err, hookwarden.ErrExists) {
 				return usageErrorf("%v", err)
 			}
 			if err != nil {
@@ -53,7 +52,7 @@ command with --db FILE.`,
 				fmt.Fprintf(g.stdout, "backup: %s (%s)\n", dest, fmtBytes(size))
 				return nil
 			}
-			if err := verifyBackup(cmd, dest); err != nil {
+			if err := verifyBackup(ctx, dest); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "backup: %s (%s), quick_check ok\n", dest, fmtBytes(size))
@@ -62,21 +61,4 @@ command with --db FILE.`,
 	}
 	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "skip the quick_check of the copy")
 	return cmd
-}
-
-// verifyBackup opens the copy the way `--db FILE` will and checks it.
-func verifyBackup(cmd *cobra.Command, path string) error {
-	b, err := sqlitestore.Open(cmd.Context(), path, sqlitestore.Options{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("backup written to %s but it does not open: %w", path, err)
-	}
-	defer b.Close()
-	var res string
-	if err := b.DB().QueryRowContext(cmd.Context(), `PRAGMA quick_check`).Scan(&res); err != nil {
-		return fmt.Errorf("backup %s: quick_check: %w", path, err)
-	}
-	if res != "ok" {
-		return fmt.Errorf("backup %s: quick_check: %s", path, res)
-	}
-	return nil
 }

@@ -2,12 +2,11 @@ package main
 
 import (
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 func newDeadCmd(g *globals) *cobra.Command {
@@ -24,7 +23,7 @@ func newDeadCmd(g *globals) *cobra.Command {
 }
 
 func newDeadListCmd(g *globals) *cobra.Command {
-	var f sqlitestore.DeadFilter
+	var f hookwarden.DeadFilter
 	var since string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -68,13 +67,13 @@ func newDeadListCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.Source, "source", "", "only this source")
 	fl.StringVar(&f.Destination, "destination", "", `only this destination ("source/name")`)
 	fl.StringVar(&since, "since", "", "only dead-lettered in this last duration (90m, 7d)")
-	fl.IntVar(&f.Limit, "limit", sqlitestore.DefaultLimit, "at most this many")
+	fl.IntVar(&f.Limit, "limit", hookwarden.DefaultLimit, "at most this many")
 	fl.Int64Var(&f.Cursor, "before", 0, "continue a listing: only jobs older than this job id")
 	fl.BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }
 
-func printDead(w io.Writer, items []sqlitestore.DeadLetter) {
+func printDead(w io.Writer, items []hookwarden.DeadLetter) {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no dead letters")
 		return
@@ -83,7 +82,7 @@ func printDead(w io.Writer, items []sqlitestore.DeadLetter) {
 	fmt.Fprintln(tw, "DEAD SINCE (UTC)\tJOB\tSOURCE\tEVENT ID\tTYPE\tDESTINATION\tATTEMPTS\tTIMES DEAD\tLAST ERROR")
 	for _, d := range items {
 		times := fmt.Sprint(d.DeadCount)
-		if d.DeadCount >= sqlitestore.ForceAfter {
+		if d.DeadCount >= hookwarden.ForceAfter {
 			times += " (replay needs --force)"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", fmtUTC(d.DeadAt), d.JobID, d.Source, oneLine(d.EventID, 48),

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookwarden/hookwarden"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 func newEventsCmd(g *globals) *cobra.Command {
@@ -31,7 +30,7 @@ func newEventsCmd(g *globals) *cobra.Command {
 }
 
 func newEventsListCmd(g *globals) *cobra.Command {
-	var f sqlitestore.EventFilter
+	var f hookwarden.EventFilter
 	var status, since string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -44,7 +43,7 @@ event id instead (one line per distinct body, with a repeat count).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if f.Status, err = sqlitestore.ParseStatus(status); err != nil {
+			if f.Status, err = hookwarden.ParseStatus(status); err != nil {
 				return usageErrorf("--status: %v", err)
 			}
 			if f.Limit < 1 {
@@ -69,7 +68,7 @@ event id instead (one line per distinct body, with a repeat count).`,
 						return err
 					}
 				}
-			} else if f.Status == sqlitestore.StatusQuarantined {
+			} else if f.Status == hookwarden.StatusQuarantined {
 				printQuarantined(g.stdout, items)
 			} else {
 				printEvents(g.stdout, items)
@@ -85,13 +84,13 @@ event id instead (one line per distinct body, with a repeat count).`,
 	fl.StringVar(&status, "status", "", "pending, delivered, dead or quarantined")
 	fl.StringVar(&f.Type, "type", "", `only this event type, or a prefix ending in "*" ("invoice.*")`)
 	fl.StringVar(&since, "since", "", "only events received in this last duration (90m, 7d)")
-	fl.IntVar(&f.Limit, "limit", sqlitestore.DefaultLimit, "at most this many")
+	fl.IntVar(&f.Limit, "limit", hookwarden.DefaultLimit, "at most this many")
 	fl.Int64Var(&f.Cursor, "before", 0, "continue a listing: only rows older than this ref")
 	fl.BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }
 
-func printEvents(w io.Writer, items []sqlitestore.EventSummary) {
+func printEvents(w io.Writer, items []hookwarden.EventSummary) {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no events")
 		return
@@ -118,7 +117,7 @@ func printEvents(w io.Writer, items []sqlitestore.EventSummary) {
 	tw.Flush()
 }
 
-func printQuarantined(w io.Writer, items []sqlitestore.EventSummary) {
+func printQuarantined(w io.Writer, items []hookwarden.EventSummary) {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no quarantined requests")
 		return
@@ -186,7 +185,7 @@ it (the first and each duplicate), and every attempt to each destination.
 	return cmd
 }
 
-func printEventDetail(w io.Writer, d *sqlitestore.EventDetail) {
+func printEventDetail(w io.Writer, d *hookwarden.EventDetail) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "event\t%s/%s\n", d.Source, d.EventID)
 	fmt.Fprintf(tw, "type\t%s\n", d.Type)
@@ -227,7 +226,7 @@ func printEventDetail(w io.Writer, d *sqlitestore.EventDetail) {
 	printJobs(w, d)
 }
 
-func printReceipts(w io.Writer, d *sqlitestore.EventDetail) {
+func printReceipts(w io.Writer, d *hookwarden.EventDetail) {
 	for _, r := range d.ReceiptLog {
 		kind := r.Kind
 		if r.Batch {
@@ -259,7 +258,7 @@ func printReceipts(w io.Writer, d *sqlitestore.EventDetail) {
 
 }
 
-func printJobs(w io.Writer, d *sqlitestore.EventDetail) {
+func printJobs(w io.Writer, d *hookwarden.EventDetail) {
 	fmt.Fprintf(w, "\njobs (%d)\n", len(d.JobLog))
 	for _, j := range d.JobLog {
 		line := fmt.Sprintf("  #%d  %s  %s  attempts %d", j.ID, j.Destination, j.State, j.Attempts)
@@ -354,7 +353,7 @@ func capText(b []byte, n int) ([]byte, bool) {
 }
 
 // printAudit lists the operator actions that changed the event.
-func printAudit(w io.Writer, log []sqlitestore.AuditRecord) {
+func printAudit(w io.Writer, log []hookwarden.AuditEntry) {
 	if len(log) == 0 {
 		return
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"io"
 	"strings"
 	"time"
@@ -9,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // gapStale is how old the last run's heartbeat may be before gaps calls that
@@ -21,13 +21,13 @@ const gapStale = 5 * heartbeatEvery
 const defaultMinClean = 5 * time.Second
 
 // sourcePolicies is what gaps needs of the configured sources.
-func sourcePolicies(cfg *config.Config) []sqlitestore.SourcePolicy {
+func sourcePolicies(cfg *config.Config) []hookwarden.SourcePolicy {
 	if cfg == nil {
 		return nil
 	}
-	var ps []sqlitestore.SourcePolicy
+	var ps []hookwarden.SourcePolicy
 	for _, s := range cfg.Sources {
-		ps = append(ps, sqlitestore.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon.D(), ExpectWithin: s.ExpectWithin.D()})
+		ps = append(ps, hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon.D(), ExpectWithin: s.ExpectWithin.D()})
 	}
 	return ps
 }
@@ -50,7 +50,7 @@ restart and is not. With --db and no configuration, only outages are listed,
 unflagged (the horizons are in the configuration).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opt := sqlitestore.GapOptions{MinClean: minClean, Stale: gapStale}
+			opt := hookwarden.GapOptions{MinClean: minClean, Stale: gapStale}
 			var err error
 			if opt.Since, err = sinceFlag(since, time.Now()); err != nil {
 				return err
@@ -79,11 +79,11 @@ unflagged (the horizons are in the configuration).`,
 	return cmd
 }
 
-func writeGapsJSON(w io.Writer, rep sqlitestore.GapReport) error {
+func writeGapsJSON(w io.Writer, rep hookwarden.GapReport) error {
 	for _, o := range rep.Outages {
 		if err := writeJSONLine(w, struct {
 			Kind string `json:"kind"`
-			sqlitestore.Outage
+			hookwarden.Outage
 		}{"outage", o}); err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func writeGapsJSON(w io.Writer, rep sqlitestore.GapReport) error {
 	for _, s := range rep.Silences {
 		if err := writeJSONLine(w, struct {
 			Kind string `json:"kind"`
-			sqlitestore.Silence
+			hookwarden.Silence
 		}{"silence", s}); err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func writeGapsJSON(w io.Writer, rep sqlitestore.GapReport) error {
 	return nil
 }
 
-func printGaps(w io.Writer, rep sqlitestore.GapReport, haveConfig bool) {
+func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 	if rep.Runs == 0 {
 		fmt.Fprintln(w, "no serve run recorded in this file")
 		return

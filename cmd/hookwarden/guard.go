@@ -17,7 +17,6 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // writeTarget is the database a writing command is about to change.
@@ -26,7 +25,7 @@ type writeTarget struct {
 	// Served: a serve owns the file (its owner lock is held), so it picks
 	// up what the command changes (replayed jobs, resumed destinations).
 	Served bool
-	Owner  sqlitestore.OwnerInfo
+	Owner  fmt.Stringer // the serve that owns it, when Served
 }
 
 // deliveryNote says who delivers what the command made due.
@@ -43,7 +42,7 @@ func (t writeTarget) deliveryNote() string {
 // --db, a file that no serve owns is refused (exit 2) unless --write.
 func (g *globals) guardWrite(command, path string) (writeTarget, error) {
 	t := writeTarget{Path: path}
-	info, owned, err := sqlitestore.Owner(path)
+	info, owned, err := storeOwner(path)
 	if err != nil {
 		return t, err
 	}
@@ -59,7 +58,7 @@ func (g *globals) guardWrite(command, path string) (writeTarget, error) {
 // the configuration (nil with --db alone), guardWrite, and a store open for
 // writing on an existing file (a mistyped path must not become a new, empty
 // database).
-func (g *globals) openWriteStore(ctx context.Context, command string) (*sqlitestore.Store, *config.Config, writeTarget, error) {
+func (g *globals) openWriteStore(ctx context.Context, command string) (hookwarden.Store, *config.Config, writeTarget, error) {
 	cfg, err := g.optionalConfig()
 	if err != nil {
 		return nil, nil, writeTarget{}, err
@@ -76,7 +75,7 @@ func (g *globals) openWriteStore(ctx context.Context, command string) (*sqlitest
 		return nil, nil, t, err
 	}
 	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Logger: log})
+	s, err := openStoreFile(ctx, path, false, log)
 	if err != nil {
 		return nil, nil, t, err
 	}

@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/sdnotify"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // heartbeatEvery is how often a running serve records that it is alive; an
@@ -76,7 +76,7 @@ func (a *App) pruneOnce(ctx context.Context) {
 	cfg := a.currentConfig()
 	ret := retention(cfg)
 	start := time.Now()
-	res, err := a.Store.Prune(ctx, sqlitestore.PruneOptions{Retention: ret})
+	res, err := a.Store.Prune(ctx, hookwarden.PruneOptions{Retention: ret})
 	if err != nil {
 		if ctx.Err() == nil {
 			a.log.Error("retention failed; it is tried again next hour", "err", err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,7 +19,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hookwarden/hookwarden/internal/metrics"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // metricValue reads one series from the app's registry, as a scrape would:
@@ -180,7 +180,7 @@ func TestDeadLettersGaugeUpOnPoisonDownOnReplay(t *testing.T) {
 		t.Errorf("deliveries_total{outcome=dead} = %v, want 1", got)
 	}
 	// The CLI's and the API's replay path.
-	res, err := a.Store.Replay(context.Background(), sqlitestore.ReplaySelector{Dead: true}, sqlitestore.ReplayOptions{})
+	res, err := a.Store.Replay(context.Background(), hookwarden.ReplaySelector{Dead: true}, hookwarden.ReplayOptions{})
 	if err != nil || res.Replayed != 1 {
 		t.Fatalf("replay: %+v %v", res, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -78,18 +79,18 @@ func (s *switchSink) wait(t *testing.T) time.Time {
 	}
 }
 
-func deadLetters(t *testing.T, db string) []sqlitestore.DeadLetter {
+func deadLetters(t *testing.T, db string) []hookwarden.DeadLetter {
 	t.Helper()
 	code, out, errOut := runBin(t, "dead", "list", "--json", "--db", db)
 	if code != 0 {
 		t.Fatalf("dead list: exit %d: %s", code, errOut)
 	}
-	var dl []sqlitestore.DeadLetter
+	var dl []hookwarden.DeadLetter
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
-		var d sqlitestore.DeadLetter
+		var d hookwarden.DeadLetter
 		if err := json.Unmarshal([]byte(line), &d); err != nil {
 			t.Fatalf("dead list --json line %q: %v", line, err)
 		}
@@ -113,7 +114,7 @@ func TestPoisonReplayedAfterFixThroughTheBinary(t *testing.T) {
 		t.Fatalf("post: %+v", got)
 	}
 	app.wait(t)
-	var dl []sqlitestore.DeadLetter
+	var dl []hookwarden.DeadLetter
 	eventually(t, "dead letter listed", func() bool { dl = deadLetters(t, c.db()); return len(dl) == 1 })
 	if d := dl[0]; d.Source != "std" || d.EventID != "msg_poison" || d.Destination != "std/app" || d.DeadCount != 1 ||
 		!strings.Contains(d.LastError, "422") {
@@ -156,8 +157,8 @@ func TestPoisonReplayedAfterFixThroughTheBinary(t *testing.T) {
 	}
 	eventually(t, "delivered", func() bool {
 		_, out, _ := runBin(t, "events", "show", "std", "msg_poison", "--json", "--db", c.db())
-		var d sqlitestore.EventDetail
-		return json.Unmarshal([]byte(out), &d) == nil && d.Status == sqlitestore.StatusDelivered
+		var d hookwarden.EventDetail
+		return json.Unmarshal([]byte(out), &d) == nil && d.Status == hookwarden.StatusDelivered
 	})
 	if dl := deadLetters(t, c.db()); len(dl) != 0 {
 		t.Fatalf("dead letters after the delivery: %+v", dl)
@@ -356,7 +357,7 @@ func TestPrunedPayloadStillDeduplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Prune(context.Background(), sqlitestore.PruneOptions{Retention: sqlitestore.Retention{
+	res, err := s.Prune(context.Background(), hookwarden.PruneOptions{Retention: hookwarden.Retention{
 		Payloads: a.cfg.Retention.Payloads.D(), Claims: a.cfg.Retention.Claims.D()}})
 	s.Close()
 	if err != nil || res.PayloadsPruned != 1 || res.EventsDeleted != 0 {
@@ -506,7 +507,7 @@ func TestOperatorCommandsUsageAndOutput(t *testing.T) {
 		t.Errorf("events list:\n%s", out)
 	}
 	code, out, _ = runMain(t, "events", "list", "--json", "--type", "invoice.*", "--db", db)
-	var ev sqlitestore.EventSummary
+	var ev hookwarden.EventSummary
 	if code != 0 || json.Unmarshal([]byte(out), &ev) != nil || ev.EventID != "msg_a" || ev.Receipts != 2 || ev.Status != "dead" {
 		t.Errorf("events list --json: %q", out)
 	}

@@ -211,7 +211,7 @@ func TestWritingCommandsRefuseForensicCopy(t *testing.T) {
 		t.Errorf("events show lacks the audit log:\n%s", out)
 	}
 	code, out, _ = runMain(t, "events", "show", "std", "msg_a", "--db", a.dbPath, "--json")
-	var d sqlitestore.EventDetail
+	var d hookwarden.EventDetail
 	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || len(d.Audit) != 2 || d.Audit[0].Origin != hookwarden.AuditCLI ||
 		d.Audit[1].Origin != hookwarden.AuditAPI || !strings.Contains(string(d.Audit[0].Result), `"replayed":1`) {
 		t.Errorf("events show --json audit: %+v\n%s", d.Audit, out)
@@ -376,7 +376,7 @@ func TestTextOutputEscapesControls(t *testing.T) {
 
 	// Exact where it must be.
 	code, out, _ := runMain(t, "events", "show", "std", id, "--json", "--db", db)
-	var d sqlitestore.EventDetail
+	var d hookwarden.EventDetail
 	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil {
 		t.Fatalf("events show --json: %d %v\n%s", code, err, out)
 	}
@@ -388,7 +388,7 @@ func TestTextOutputEscapesControls(t *testing.T) {
 		t.Errorf("--json has raw controls %v (JSON can escape them)", bad)
 	}
 	_, out, _ = runMain(t, "events", "list", "--json", "--db", db)
-	var ev sqlitestore.EventSummary
+	var ev hookwarden.EventSummary
 	if json.Unmarshal([]byte(out), &ev) != nil || ev.EventID != id {
 		t.Errorf("events list --json: %q", out)
 	}
@@ -436,7 +436,7 @@ func TestDashboardReplayAudited(t *testing.T) {
 		t.Fatalf("no replay:\n%s", after)
 	}
 	_, out, _ := runMain(t, "events", "show", "std", "msg_dash", "--db", a.dbPath, "--json")
-	var d sqlitestore.EventDetail
+	var d hookwarden.EventDetail
 	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Audit) != 1 || d.Audit[0].Origin != hookwarden.AuditDashboard ||
 		!strings.HasPrefix(d.Audit[0].Actor, "127.0.0.1:") || d.Audit[0].Action != "replay" || !strings.Contains(string(d.Audit[0].Args), `"job_ids":[`) {
 		t.Errorf("audit after the dashboard's replay: %+v (%v)", d.Audit, err)

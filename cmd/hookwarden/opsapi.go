@@ -1,8 +1,8 @@
 package main
 
 import (
+	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/admin"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // apiOptions wires the admin JSON API to the running app. The configuration
@@ -10,7 +10,7 @@ import (
 func (a *App) apiOptions() admin.APIOptions {
 	return admin.APIOptions{
 		Store:        a.Store,
-		Sources:      func() []sqlitestore.SourcePolicy { return sourcePolicies(a.currentConfig()) },
+		Sources:      func() []hookwarden.SourcePolicy { return sourcePolicies(a.currentConfig()) },
 		Destinations: func() []string { return destinationNames(a.currentConfig()) },
 		Stale:        gapStale,
 		MinClean:     defaultMinClean,

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"io"
 	"log/slog"
 	"os"
@@ -17,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // optionalConfig is the configuration for commands that need at most the
@@ -45,7 +45,7 @@ func (g *globals) optionalConfig() (*config.Config, error) {
 
 // openStore opens the database of --db or the configuration. readOnly opens
 // it with no writer and no migration (mode=ro): the file is never changed.
-func (g *globals) openStore(ctx context.Context, readOnly bool) (*sqlitestore.Store, *config.Config, error) {
+func (g *globals) openStore(ctx context.Context, readOnly bool) (hookwarden.Store, *config.Config, error) {
 	cfg, err := g.optionalConfig()
 	if err != nil {
 		return nil, nil, err
@@ -62,7 +62,7 @@ func (g *globals) openStore(ctx context.Context, readOnly bool) (*sqlitestore.St
 		}
 	}
 	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{ReadOnly: readOnly, Logger: log})
+	s, err := openStoreFile(ctx, path, readOnly, log)
 	if err != nil {
 		return nil, nil, err
 	}

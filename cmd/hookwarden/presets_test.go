@@ -63,7 +63,7 @@ func TestPresetDefaultsExtractIDAndType(t *testing.T) {
 				t.Fatalf("got %+v, want 200 accepted", got)
 			}
 			var id, typ string
-			if err := a.Store.DB().QueryRow(`SELECT event_id, event_type FROM events WHERE source = ?`, c.scheme).Scan(&id, &typ); err != nil {
+			if err := dbOf(a.Store).QueryRow(`SELECT event_id, event_type FROM events WHERE source = ?`, c.scheme).Scan(&id, &typ); err != nil {
 				t.Fatal(err)
 			}
 			if c.wantID != "" && id != c.wantID || typ != c.wantType {
@@ -76,7 +76,7 @@ func TestPresetDefaultsExtractIDAndType(t *testing.T) {
 	}
 	// Postmark's basic-auth credentials never rest in the database.
 	var n int
-	a.Store.DB().QueryRow(`SELECT count(*) FROM receipts WHERE headers LIKE '%Basic%'`).Scan(&n)
+	dbOf(a.Store).QueryRow(`SELECT count(*) FROM receipts WHERE headers LIKE '%Basic%'`).Scan(&n)
 	if n != 0 {
 		t.Fatal("an Authorization header was stored")
 	}

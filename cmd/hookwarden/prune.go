@@ -6,13 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // retentionOf turns the configuration into the store's retention, refusing
 // a claims retention the dedup promise cannot live with.
-func retentionOf(cfg *config.Config) (sqlitestore.Retention, error) {
+func retentionOf(cfg *config.Config) (hookwarden.Retention, error) {
 	var bad []string
 	for _, p := range cfg.Validate() {
 		if !p.Warning && strings.HasPrefix(p.Path, "retention") {
@@ -20,14 +20,14 @@ func retentionOf(cfg *config.Config) (sqlitestore.Retention, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return sqlitestore.Retention{}, usageErrorf("refusing to prune:\n  %s", strings.Join(bad, "\n  "))
+		return hookwarden.Retention{}, usageErrorf("refusing to prune:\n  %s", strings.Join(bad, "\n  "))
 	}
 	return retention(cfg), nil
 }
 
 // retention is the configuration's retention tiers.
-func retention(cfg *config.Config) sqlitestore.Retention {
-	return sqlitestore.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D(),
+func retention(cfg *config.Config) hookwarden.Retention {
+	return hookwarden.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D(),
 		Quarantine: cfg.Retention.Quarantine.D()}
 }
 
@@ -69,7 +69,7 @@ audit log. --dry-run changes nothing and needs neither.`,
 			if err != nil {
 				return err
 			}
-			var s *sqlitestore.Store
+			var s hookwarden.Store
 			if dryRun { // changes nothing: no guard, and a read-only open
 				s, _, err = g.openStore(ctx, true)
 			} else {
@@ -79,7 +79,7 @@ audit log. --dry-run changes nothing and needs neither.`,
 				return err
 			}
 			defer s.Close()
-			res, err := s.Prune(ctx, sqlitestore.PruneOptions{Retention: ret, DryRun: dryRun, Audit: cliAudit()})
+			res, err := s.Prune(ctx, hookwarden.PruneOptions{Retention: ret, DryRun: dryRun, Audit: cliAudit()})
 			if err != nil {
 				return err
 			}
@@ -95,7 +95,7 @@ audit log. --dry-run changes nothing and needs neither.`,
 	return cmd
 }
 
-func printPrune(g *globals, cfg *config.Config, res sqlitestore.PruneResult) {
+func printPrune(g *globals, cfg *config.Config, res hookwarden.PruneResult) {
 	verb := "pruned"
 	deleted := "deleted"
 	if res.DryRun {

@@ -14,7 +14,6 @@ import (
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/config"
 	"github.com/hookwarden/hookwarden/internal/extract"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 func newQuarantineCmd(g *globals) *cobra.Command {
@@ -49,7 +48,7 @@ func receiptArg(s string) (int64, error) {
 }
 
 func newQuarantineListCmd(g *globals) *cobra.Command {
-	var f sqlitestore.QuarantineFilter
+	var f hookwarden.QuarantineFilter
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -86,13 +85,13 @@ func newQuarantineListCmd(g *globals) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Source, "source", "", "only this source")
-	fl.IntVar(&f.Limit, "limit", sqlitestore.DefaultLimit, "at most this many")
+	fl.IntVar(&f.Limit, "limit", hookwarden.DefaultLimit, "at most this many")
 	fl.Int64Var(&f.Cursor, "before", 0, "continue a listing: only receipts older than this receipt id")
 	fl.BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }
 
-func printHeld(w io.Writer, items []sqlitestore.Held) {
+func printHeld(w io.Writer, items []hookwarden.Held) {
 	if len(items) == 0 {
 		fmt.Fprintln(w, "no quarantined requests")
 		return
@@ -151,7 +150,7 @@ func newQuarantineShowCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func printHeldDetail(w io.Writer, d *sqlitestore.HeldDetail) {
+func printHeldDetail(w io.Writer, d *hookwarden.HeldDetail) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "receipt\t%d\n", d.ReceiptID)
 	fmt.Fprintf(tw, "source\t%s\n", d.Source)
@@ -234,17 +233,17 @@ delivers it within a second or two.`,
 // releaseHeld releases one held request: its event type and destinations
 // come from the source's configuration, as the receiver would have found
 // them. An action of its own, so that it can be audited in one place.
-func releaseHeld(ctx context.Context, s *sqlitestore.Store, cfg *config.Config, receiptID int64, eventID string,
-	audit *hookwarden.AuditEntry) (sqlitestore.Released, error) {
+func releaseHeld(ctx context.Context, s hookwarden.Store, cfg *config.Config, receiptID int64, eventID string,
+	audit *hookwarden.AuditEntry) (hookwarden.Released, error) {
 	d, err := s.ShowQuarantined(ctx, receiptID)
 	if errors.Is(err, hookwarden.ErrNotFound) {
-		return sqlitestore.Released{}, fmt.Errorf("no quarantined request %d in %s (quarantine list shows them)", receiptID, s.Path())
+		return hookwarden.Released{}, fmt.Errorf("no quarantined request %d in %s (quarantine list shows them)", receiptID, s.Path())
 	}
 	if err != nil {
-		return sqlitestore.Released{}, err
+		return hookwarden.Released{}, err
 	}
 	if eventID == "" && d.CandidateEventID == "" {
-		return sqlitestore.Released{}, usageErrorf("request %d carried no event id: give one with --event-id", receiptID)
+		return hookwarden.Released{}, usageErrorf("request %d carried no event id: give one with --event-id", receiptID)
 	}
 	var src *config.Source
 	for i := range cfg.Sources {
@@ -253,9 +252,9 @@ func releaseHeld(ctx context.Context, s *sqlitestore.Store, cfg *config.Config, 
 		}
 	}
 	if src == nil {
-		return sqlitestore.Released{}, fmt.Errorf("source %q of request %d is not in the configuration: its destinations are unknown", d.Source, receiptID)
+		return hookwarden.Released{}, fmt.Errorf("source %q of request %d is not in the configuration: its destinations are unknown", d.Source, receiptID)
 	}
-	rel := sqlitestore.Release{ReceiptID: receiptID, EventID: eventID, Audit: audit}
+	rel := hookwarden.Release{ReceiptID: receiptID, EventID: eventID, Audit: audit}
 	if ex, err := extract.Parse(src.EventType); err == nil {
 		rel.EventType, _ = ex.Extract(d.Header, d.Body) // a missing type is allowed, as at the door
 	}
@@ -265,7 +264,7 @@ func releaseHeld(ctx context.Context, s *sqlitestore.Store, cfg *config.Config, 
 		}
 	}
 	res, err := s.ReleaseQuarantined(ctx, rel)
-	if errors.Is(err, sqlitestore.ErrAlreadyClaimed) {
+	if errors.Is(err, hookwarden.ErrAlreadyClaimed) {
 		return res, fmt.Errorf("%w (events show %s ID shows the claim)", err, d.Source)
 	}
 	return res, err
@@ -299,7 +298,7 @@ func newQuarantineDropCmd(g *globals) *cobra.Command {
 }
 
 // dropHeld deletes one held request; an action of its own, like releaseHeld.
-func dropHeld(ctx context.Context, s *sqlitestore.Store, receiptID int64, audit *hookwarden.AuditEntry) error {
+func dropHeld(ctx context.Context, s hookwarden.Store, receiptID int64, audit *hookwarden.AuditEntry) error {
 	err := s.DropQuarantined(ctx, receiptID, audit)
 	if errors.Is(err, hookwarden.ErrNotFound) {
 		return fmt.Errorf("no quarantined request %d in %s (quarantine list shows them)", receiptID, s.Path())

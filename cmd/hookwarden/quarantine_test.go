@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden/internal/signature"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 const (
@@ -95,18 +95,18 @@ func (c *child) metric(t *testing.T, series string) int {
 	return -1
 }
 
-func heldList(t *testing.T, args ...string) []sqlitestore.Held {
+func heldList(t *testing.T, args ...string) []hookwarden.Held {
 	t.Helper()
 	code, out, errOut := runBin(t, append([]string{"quarantine", "list", "--json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("quarantine list: exit %d: %s", code, errOut)
 	}
-	var items []sqlitestore.Held
+	var items []hookwarden.Held
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
-		var h sqlitestore.Held
+		var h hookwarden.Held
 		if err := json.Unmarshal([]byte(line), &h); err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}

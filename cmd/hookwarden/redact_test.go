@@ -58,7 +58,7 @@ sources:
 	}
 
 	var stored []string
-	rows, err := a.Store.DB().Query(`SELECT headers FROM receipts ORDER BY id`)
+	rows, err := dbOf(a.Store).Query(`SELECT headers FROM receipts ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -356,7 +356,7 @@ func (ws *workerSet) NotifyCreated(destinations ...string) {
 	}
 }
 
-// Reserve is sqlitestore.Direct: a slot of the destination's active pool.
+// Reserve is hookwarden.Direct: a slot of the destination's active pool.
 // The slot belongs to that pool, so a reload between Reserve and Start
 // cannot move the job to another.
 func (ws *workerSet) Reserve(destination string) (hookwarden.Slot, bool) {

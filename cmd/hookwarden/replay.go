@@ -3,17 +3,17 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 func newReplayCmd(g *globals) *cobra.Command {
-	var sel sqlitestore.ReplaySelector
-	var opt sqlitestore.ReplayOptions
+	var sel hookwarden.ReplaySelector
+	var opt hookwarden.ReplayOptions
 	var since string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -69,7 +69,7 @@ changed by accident. Each replay is kept in the audit log (events show).`,
 				}
 			}
 			if opt.BatchSize <= 0 {
-				opt.BatchSize = sqlitestore.DefaultReplayBatch
+				opt.BatchSize = hookwarden.DefaultReplayBatch
 			}
 			res, err := s.Replay(ctx, sel, opt)
 			bar.finish()
@@ -100,7 +100,7 @@ changed by accident. Each replay is kept in the audit log (events show).`,
 	fl.StringVar(&sel.Destination, "destination", "", `only jobs of this destination ("source/name")`)
 	fl.StringVar(&since, "since", "", "with --dead: only dead-lettered in this last duration (90m, 7d)")
 	fl.BoolVar(&opt.Force, "force", false, "also replay jobs dead-lettered 3 times or more")
-	fl.IntVar(&opt.BatchSize, "batch", sqlitestore.DefaultReplayBatch, "jobs per write transaction")
+	fl.IntVar(&opt.BatchSize, "batch", hookwarden.DefaultReplayBatch, "jobs per write transaction")
 	fl.BoolVar(&asJSON, "json", false, "print the result as one JSON object")
 	return cmd
 }
@@ -118,7 +118,7 @@ func destinationSet(cfg *config.Config) map[string]bool {
 
 // printReplay says what a replay did, and only that: what was not replayed
 // and why on stderr, the success line only when a job was reset.
-func printReplay(g *globals, res sqlitestore.ReplayResult, target writeTarget, haveConfig bool, configured map[string]bool) {
+func printReplay(g *globals, res hookwarden.ReplayResult, target writeTarget, haveConfig bool, configured map[string]bool) {
 	for _, k := range res.Skipped {
 		fmt.Fprintln(g.stderr, "not replayed:", k)
 	}

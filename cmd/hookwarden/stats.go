@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
+	"github.com/hookwarden/hookwarden"
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 func newStatsCmd(g *globals) *cobra.Command {
@@ -41,11 +40,11 @@ func newStatsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func writeStatsJSON(w io.Writer, st sqlitestore.Stats) error {
+func writeStatsJSON(w io.Writer, st hookwarden.Stats) error {
 	for _, s := range st.Sources {
 		if err := writeJSONLine(w, struct {
 			Kind string `json:"kind"`
-			sqlitestore.SourceStats
+			hookwarden.SourceStats
 		}{"source", s}); err != nil {
 			return err
 		}
@@ -53,7 +52,7 @@ func writeStatsJSON(w io.Writer, st sqlitestore.Stats) error {
 	for _, d := range st.Destinations {
 		if err := writeJSONLine(w, struct {
 			Kind string `json:"kind"`
-			sqlitestore.DestinationStats
+			hookwarden.OutboxStat
 		}{"destination", d}); err != nil {
 			return err
 		}
@@ -61,7 +60,7 @@ func writeStatsJSON(w io.Writer, st sqlitestore.Stats) error {
 	return nil
 }
 
-func printStats(w io.Writer, st sqlitestore.Stats) {
+func printStats(w io.Writer, st hookwarden.Stats) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "SOURCE\tACCEPTED\tDUPLICATES\tDIVERGENT\tQUARANTINED\tLAST REQUEST (UTC)")
 	for _, s := range st.Sources {
@@ -78,7 +77,7 @@ func printStats(w io.Writer, st sqlitestore.Stats) {
 	for _, d := range st.Destinations {
 		oldest := "-"
 		if d.Pending > 0 {
-			oldest = fmtDur(d.OldestPending)
+			oldest = fmtDur(d.OldestPendingAge)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", d.Destination, d.Pending, d.Delivered, d.Dead, oldest)
 	}

@@ -235,7 +235,7 @@ sources:
 				t.Fatalf("post: %+v", got)
 			}
 			var remote string
-			if err := a.Store.DB().QueryRow(`SELECT remote_addr FROM receipts`).Scan(&remote); err != nil {
+			if err := dbOf(a.Store).QueryRow(`SELECT remote_addr FROM receipts`).Scan(&remote); err != nil {
 				t.Fatal(err)
 			}
 			if !strings.HasPrefix(remote, tc.want) || (!strings.HasSuffix(tc.want, ":") && remote != tc.want) {

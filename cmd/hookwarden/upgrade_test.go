@@ -219,7 +219,7 @@ func checkPruneWorks(t *testing.T, st *sqlitestore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.Prune(ctx, sqlitestore.PruneOptions{Retention: sqlitestore.Retention{Payloads: time.Nanosecond}})
+	res, err := st.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: time.Nanosecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,9 +233,9 @@ func checkPruneWorks(t *testing.T, st *sqlitestore.Store) {
 		t.Fatal(err)
 	}
 	after.At = before.At
-	for _, st := range []*sqlitestore.Stats{&before, &after} {
+	for _, st := range []*hookwarden.Stats{&before, &after} {
 		for i := range st.Destinations { // ages move with the real clock
-			st.Destinations[i].OldestPending, st.Destinations[i].OldestPendingSeconds = 0, 0
+			st.Destinations[i].OldestPendingAge, st.Destinations[i].OldestPendingSeconds = 0, 0
 		}
 	}
 	if fmt.Sprintf("%+v", after) != fmt.Sprintf("%+v", before) {
@@ -247,7 +247,7 @@ func checkPruneWorks(t *testing.T, st *sqlitestore.Store) {
 	}
 	// The accepted receipt, a duplicate and a divergent copy before the
 	// upgrade, the duplicate of checkStoreWorks after it.
-	if !d.SummaryOnly || d.Receipts != 4 || d.Jobs != 1 || d.Attempts != 1 || d.Status != sqlitestore.StatusDelivered || d.Body != nil {
+	if !d.SummaryOnly || d.Receipts != 4 || d.Jobs != 1 || d.Attempts != 1 || d.Status != hookwarden.StatusDelivered || d.Body != nil {
 		t.Errorf("evt_delivered after pruning: %+v", d.EventSummary)
 	}
 	sg, err := st.ShowEvent(ctx, "sendgrid", "sg_1")

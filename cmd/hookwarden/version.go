@@ -6,8 +6,6 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
-
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // version is stamped by the Makefile with -ldflags "-X main.version=...".
@@ -46,5 +44,5 @@ func newVersionCmd(g *globals) *cobra.Command {
 // versionLine is what `version` and `--version` print.
 func versionLine() string {
 	return fmt.Sprintf("hookwarden %s (%s, %s/%s, schema %d)",
-		versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH, sqlitestore.SchemaVersion())
+		versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH, schemaVersion())
 }

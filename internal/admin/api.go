@@ -28,30 +28,29 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
-// Store is what the API needs from the database; *sqlitestore.Store has it.
+// Store is the part of the store contract (hookwarden.Store) the API uses.
 type Store interface {
-	ListEvents(ctx context.Context, f sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error)
-	ShowEvent(ctx context.Context, source, eventID string) (*sqlitestore.EventDetail, error)
-	ListDead(ctx context.Context, f sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error)
-	Replay(ctx context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error)
-	Gaps(ctx context.Context, opt sqlitestore.GapOptions) (sqlitestore.GapReport, error)
-	Stats(ctx context.Context, sources, destinations []string) (sqlitestore.Stats, error)
-	ListQuarantine(ctx context.Context, f sqlitestore.QuarantineFilter) ([]sqlitestore.Held, int64, error)
+	ListEvents(ctx context.Context, f hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error)
+	ShowEvent(ctx context.Context, source, eventID string) (*hookwarden.EventDetail, error)
+	ListDead(ctx context.Context, f hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error)
+	Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error)
+	Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
+	Stats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error)
+	ListQuarantine(ctx context.Context, f hookwarden.QuarantineFilter) ([]hookwarden.Held, int64, error)
 }
 
-var _ Store = (*sqlitestore.Store)(nil)
+var _ Store = hookwarden.Store(nil)
 
 // APIOptions configure the JSON API.
 type APIOptions struct {
 	Store Store
 	// Sources and Destinations return the running configuration's view; they
 	// are called per request, so a reload is seen at once. Either may be nil.
-	Sources      func() []sqlitestore.SourcePolicy
+	Sources      func() []hookwarden.SourcePolicy
 	Destinations func() []string
-	// Stale and MinClean are passed to Gaps (see sqlitestore.GapOptions).
+	// Stale and MinClean are passed to Gaps (see hookwarden.GapOptions).
 	Stale, MinClean time.Duration
 	// Notify wakes the workers of the destinations a replay made due, so they
 	// do not wait for their next poll. Optional.
@@ -172,12 +171,12 @@ func (q *query) duration(name string) time.Duration {
 
 func (api *API) events(w http.ResponseWriter, r *http.Request) {
 	q := &query{r: r}
-	status, err := sqlitestore.ParseStatus(q.str("status"))
+	status, err := hookwarden.ParseStatus(q.str("status"))
 	if err != nil {
 		api.fail(w, r, badf("status: %v", err))
 		return
 	}
-	f := sqlitestore.EventFilter{Source: q.str("source"), Type: q.str("type"), Status: status,
+	f := hookwarden.EventFilter{Source: q.str("source"), Type: q.str("type"), Status: status,
 		Since: q.since("since", api.o.Now()), Limit: int(q.int64("limit")), Cursor: q.int64("cursor")}
 	if q.err != nil {
 		api.fail(w, r, q.err)
@@ -203,7 +202,7 @@ func (api *API) event(w http.ResponseWriter, r *http.Request) {
 
 func (api *API) dead(w http.ResponseWriter, r *http.Request) {
 	q := &query{r: r}
-	f := sqlitestore.DeadFilter{Source: q.str("source"), Destination: q.str("destination"),
+	f := hookwarden.DeadFilter{Source: q.str("source"), Destination: q.str("destination"),
 		Since: q.since("since", api.o.Now()), Limit: int(q.int64("limit")), Cursor: q.int64("cursor")}
 	if q.err != nil {
 		api.fail(w, r, q.err)
@@ -248,7 +247,7 @@ func (api *API) replay(w http.ResponseWriter, r *http.Request) {
 		api.fail(w, r, badf("body: %v", err))
 		return
 	}
-	sel := sqlitestore.ReplaySelector{Source: req.Source, EventIDs: req.EventIDs, Dead: req.Dead, JobIDs: req.JobIDs,
+	sel := hookwarden.ReplaySelector{Source: req.Source, EventIDs: req.EventIDs, Dead: req.Dead, JobIDs: req.JobIDs,
 		Destination: req.Destination}
 	n := 0
 	for _, b := range []bool{req.Dead, len(req.EventIDs) > 0, len(req.JobIDs) > 0} {
@@ -279,7 +278,7 @@ func (api *API) replay(w http.ResponseWriter, r *http.Request) {
 	// batches are committed one by one and a half-done replay is confusing.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
 	defer cancel()
-	res, err := api.o.Store.Replay(ctx, sel, sqlitestore.ReplayOptions{Force: req.Force,
+	res, err := api.o.Store.Replay(ctx, sel, hookwarden.ReplayOptions{Force: req.Force,
 		Audit: &hookwarden.AuditEntry{Origin: hookwarden.AuditAPI, Actor: r.RemoteAddr}})
 	if err != nil {
 		api.fail(w, r, err)
@@ -295,7 +294,7 @@ func (api *API) replay(w http.ResponseWriter, r *http.Request) {
 
 func (api *API) gaps(w http.ResponseWriter, r *http.Request) {
 	q := &query{r: r}
-	opt := sqlitestore.GapOptions{Since: q.since("since", api.o.Now()), MinClean: api.o.MinClean, Stale: api.o.Stale}
+	opt := hookwarden.GapOptions{Since: q.since("since", api.o.Now()), MinClean: api.o.MinClean, Stale: api.o.Stale}
 	if d := q.duration("min"); d > 0 {
 		opt.MinClean = d
 	}
@@ -334,7 +333,7 @@ func (api *API) stats(w http.ResponseWriter, r *http.Request) {
 
 func (api *API) quarantine(w http.ResponseWriter, r *http.Request) {
 	q := &query{r: r}
-	f := sqlitestore.QuarantineFilter{Source: q.str("source"), Limit: int(q.int64("limit")), Cursor: q.int64("cursor")}
+	f := hookwarden.QuarantineFilter{Source: q.str("source"), Limit: int(q.int64("limit")), Cursor: q.int64("cursor")}
 	if q.err != nil {
 		api.fail(w, r, q.err)
 		return

@@ -68,8 +68,8 @@ func setupAPI(t *testing.T) *apiFixture {
 	a := New(Options{Token: testToken, Ready: func(context.Context) error { return nil }})
 	NewAPI(APIOptions{
 		Store: s,
-		Sources: func() []sqlitestore.SourcePolicy {
-			return []sqlitestore.SourcePolicy{{Name: "std", RetryHorizon: time.Hour}}
+		Sources: func() []hookwarden.SourcePolicy {
+			return []hookwarden.SourcePolicy{{Name: "std", RetryHorizon: time.Hour}}
 		},
 		Destinations: func() []string { return []string{"std/app"} },
 		Notify: func(d ...string) {
@@ -168,7 +168,7 @@ func TestAPIListsPaginateByCursor(t *testing.T) {
 		t.Fatalf("events over pages: %s", got)
 	}
 	var dead struct {
-		Items []sqlitestore.DeadLetter `json:"items"`
+		Items []hookwarden.DeadLetter `json:"items"`
 	}
 	if code := f.call("GET", "/api/dead?source=std", testToken, "", &dead); code != 200 || len(dead.Items) != 1 ||
 		dead.Items[0].EventID != "bad" || dead.Items[0].Destination != "std/app" {
@@ -185,7 +185,7 @@ func TestAPIListsPaginateByCursor(t *testing.T) {
 
 func TestAPIEventDetail(t *testing.T) {
 	f := setupAPI(t)
-	var d sqlitestore.EventDetail
+	var d hookwarden.EventDetail
 	if code := f.call("GET", "/api/events/std/bad", testToken, "", &d); code != 200 {
 		t.Fatalf("detail: %d", code)
 	}
@@ -222,7 +222,7 @@ func TestAPIReplay(t *testing.T) {
 		}
 	}
 
-	var res sqlitestore.ReplayResult
+	var res hookwarden.ReplayResult
 	if code := f.call("POST", "/api/replay", testToken, `{"dead":true,"source":"std","since":"1h"}`, &res); code != 200 {
 		t.Fatalf("replay: %d", code)
 	}
@@ -235,26 +235,26 @@ func TestAPIReplay(t *testing.T) {
 	if notified != "[std/app]" {
 		t.Fatalf("workers woken for %s, want [std/app]", notified)
 	}
-	var d sqlitestore.EventDetail
+	var d hookwarden.EventDetail
 	f.call("GET", "/api/events/std/bad", testToken, "", &d)
 	if d.Status != "pending" || d.JobLog[0].Attempts != 0 || d.JobLog[0].ReplayedAt.IsZero() {
 		t.Fatalf("after replay: %+v", d.JobLog[0])
 	}
 	// Unknown event ids come back as skipped, not as an error.
-	res = sqlitestore.ReplayResult{}
+	res = hookwarden.ReplayResult{}
 	if code := f.call("POST", "/api/replay", testToken, `{"source":"std","event_ids":["e1","nope"]}`, &res); code != 200 ||
-		res.Replayed != 1 || len(res.Skipped) != 1 || res.Skipped[0].Reason != sqlitestore.SkipNotFound {
+		res.Replayed != 1 || len(res.Skipped) != 1 || res.Skipped[0].Reason != hookwarden.SkipNotFound {
 		t.Fatalf("replay by id: %d %+v", code, res)
 	}
 }
 
 func TestAPIGapsAndStats(t *testing.T) {
 	f := setupAPI(t)
-	var g sqlitestore.GapReport
+	var g hookwarden.GapReport
 	if code := f.call("GET", "/api/gaps?since=7d", testToken, "", &g); code != 200 || g.Outages == nil || g.Silences == nil {
 		t.Fatalf("gaps: %d %+v", code, g)
 	}
-	var st sqlitestore.Stats
+	var st hookwarden.Stats
 	if code := f.call("GET", "/api/stats", testToken, "", &st); code != 200 {
 		t.Fatalf("stats: %d", code)
 	}

@@ -43,24 +43,24 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/hookwarden/hookwarden"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 //go:embed templates/*.html templates/*.css
 var dashFS embed.FS
 
-// DashboardStore is what the dashboard reads and does; *sqlitestore.Store has it.
+// DashboardStore is the part of the store contract (hookwarden.Store) the
+// dashboard reads and does.
 type DashboardStore interface {
 	OutboxStats(ctx context.Context, destinations []string) ([]hookwarden.OutboxStat, error)
 	LastAccepted(ctx context.Context, sources []string) (map[string]time.Time, error)
-	RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]sqlitestore.WindowCounts, error)
-	ListDead(ctx context.Context, f sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error)
-	ListEvents(ctx context.Context, f sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error)
-	Gaps(ctx context.Context, opt sqlitestore.GapOptions) (sqlitestore.GapReport, error)
-	Replay(ctx context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error)
+	RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]hookwarden.WindowCounts, error)
+	ListDead(ctx context.Context, f hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error)
+	ListEvents(ctx context.Context, f hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error)
+	Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
+	Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error)
 }
 
-var _ DashboardStore = (*sqlitestore.Store)(nil)
+var _ DashboardStore = hookwarden.Store(nil)
 
 // DashboardSource is what the dashboard shows of a configured source.
 type DashboardSource struct {
@@ -93,7 +93,7 @@ type DashboardOptions struct {
 	Sessions Sessions
 	// Notify wakes the workers of the destinations a replay made due.
 	Notify func(destinations ...string)
-	// Stale and MinClean are passed to Gaps (see sqlitestore.GapOptions).
+	// Stale and MinClean are passed to Gaps (see hookwarden.GapOptions).
 	Stale, MinClean time.Duration
 	// GapsWindow is how far back outages and silences are listed (default 7d).
 	GapsWindow time.Duration
@@ -329,7 +329,7 @@ func (d *Dashboard) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
-	sel := sqlitestore.ReplaySelector{}
+	sel := hookwarden.ReplaySelector{}
 	if f.Get("all") == "1" {
 		sel.Dead, sel.Destination = true, f.Get("destination")
 	} else {
@@ -343,7 +343,7 @@ func (d *Dashboard) replay(w http.ResponseWriter, r *http.Request) {
 	// Like the API: a replay finishes even if the browser goes away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Minute)
 	defer cancel()
-	res, err := d.o.Store.Replay(ctx, sel, sqlitestore.ReplayOptions{Force: f.Get("force") == "1",
+	res, err := d.o.Store.Replay(ctx, sel, hookwarden.ReplayOptions{Force: f.Get("force") == "1",
 		Audit: &hookwarden.AuditEntry{Origin: hookwarden.AuditDashboard, Actor: r.RemoteAddr}})
 	if err != nil {
 		d.o.Logger.Error("dashboard replay", "err", err)
@@ -363,19 +363,19 @@ func (d *Dashboard) replay(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
 }
 
-// dashSkipText explains a replay's skip reason (codes from sqlitestore).
+// dashSkipText explains a replay's skip reason (hookwarden.Skip* codes).
 var dashSkipText = map[string]string{
-	sqlitestore.SkipNeedsForce: "dead-lettered 3 times or more: the app keeps refusing it; use \"Replay anyway\" once it is fixed",
-	sqlitestore.SkipPruned:     "its payload was pruned (retention.payloads): there is nothing left to deliver",
-	sqlitestore.SkipInFlight:   "an attempt is in flight; it finishes or is retried on its own",
-	sqlitestore.SkipNotFound:   "no such job (replayed or pruned already?)",
+	hookwarden.SkipNeedsForce: "dead-lettered 3 times or more: the app keeps refusing it; use \"Replay anyway\" once it is fixed",
+	hookwarden.SkipPruned:     "its payload was pruned (retention.payloads): there is nothing left to deliver",
+	hookwarden.SkipInFlight:   "an attempt is in flight; it finishes or is retried on its own",
+	hookwarden.SkipNotFound:   "no such job (replayed or pruned already?)",
 }
 
 type dashSourceRow struct {
 	DashboardSource
 	LastAccepted   time.Time
 	Silent         bool // longer than ExpectWithin since the last accepted event
-	Hour, Day      sqlitestore.WindowCounts
+	Hour, Day      hookwarden.WindowCounts
 	RejectedHour   int
 	RejectedDay    int
 	Unavailable    int // 503 in the last day
@@ -388,7 +388,7 @@ type dashDestRow struct {
 }
 
 type dashDead struct {
-	sqlitestore.DeadLetter
+	hookwarden.DeadLetter
 	NeedsForce bool
 }
 
@@ -403,8 +403,8 @@ type dashData struct {
 	Dead               []dashDead
 	DeadTotal          int
 	DeadMore           bool
-	Quarantined        []sqlitestore.EventSummary
-	Gaps               sqlitestore.GapReport
+	Quarantined        []hookwarden.EventSummary
+	Gaps               hookwarden.GapReport
 	GapsWindow         time.Duration
 	Problems           []string // sections that could not be read
 }
@@ -464,25 +464,25 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 		data.DeadTotal += st.Dead
 	}
 
-	dead, next, err := d.o.Store.ListDead(ctx, sqlitestore.DeadFilter{Limit: dashDeadLimit})
+	dead, next, err := d.o.Store.ListDead(ctx, hookwarden.DeadFilter{Limit: dashDeadLimit})
 	if err != nil {
 		problem("dead letters", err)
 	}
 	for _, dl := range dead {
-		data.Dead = append(data.Dead, dashDead{DeadLetter: dl, NeedsForce: dl.DeadCount >= sqlitestore.ForceAfter})
+		data.Dead = append(data.Dead, dashDead{DeadLetter: dl, NeedsForce: dl.DeadCount >= hookwarden.ForceAfter})
 	}
 	data.DeadMore = next != 0
 
-	if data.Quarantined, _, err = d.o.Store.ListEvents(ctx, sqlitestore.EventFilter{
-		Status: sqlitestore.StatusQuarantined, Limit: 20}); err != nil {
+	if data.Quarantined, _, err = d.o.Store.ListEvents(ctx, hookwarden.EventFilter{
+		Status: hookwarden.StatusQuarantined, Limit: 20}); err != nil {
 		problem("quarantined", err)
 	}
 
-	policies := make([]sqlitestore.SourcePolicy, len(sources))
+	policies := make([]hookwarden.SourcePolicy, len(sources))
 	for i, s := range sources {
-		policies[i] = sqlitestore.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon, ExpectWithin: s.ExpectWithin}
+		policies[i] = hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon, ExpectWithin: s.ExpectWithin}
 	}
-	if data.Gaps, err = d.o.Store.Gaps(ctx, sqlitestore.GapOptions{Since: now.Add(-d.o.GapsWindow),
+	if data.Gaps, err = d.o.Store.Gaps(ctx, hookwarden.GapOptions{Since: now.Add(-d.o.GapsWindow),
 		Stale: d.o.Stale, MinClean: d.o.MinClean, Sources: policies}); err != nil {
 		problem("outage windows", err)
 	}

@@ -15,17 +15,16 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/admin"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // fakeDashStore is a DashboardStore made of function fields; nil ones
 // answer empty.
 type fakeDashStore struct {
 	outbox func(ctx context.Context, dests []string) ([]hookwarden.OutboxStat, error)
-	dead   func(ctx context.Context, f sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error)
-	events func(ctx context.Context, f sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error)
-	gaps   func(ctx context.Context, opt sqlitestore.GapOptions) (sqlitestore.GapReport, error)
-	replay func(ctx context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error)
+	dead   func(ctx context.Context, f hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error)
+	events func(ctx context.Context, f hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error)
+	gaps   func(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
+	replay func(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error)
 }
 
 var _ admin.DashboardStore = (*fakeDashStore)(nil)
@@ -41,34 +40,34 @@ func (f *fakeDashStore) LastAccepted(context.Context, []string) (map[string]time
 	return map[string]time.Time{}, nil
 }
 
-func (f *fakeDashStore) RecentCounts(context.Context, []string, time.Time, time.Time) (map[string][2]sqlitestore.WindowCounts, error) {
-	return map[string][2]sqlitestore.WindowCounts{"stripe": {{Accepted: 7, Duplicates: 2}, {Accepted: 70, Duplicates: 20}}}, nil
+func (f *fakeDashStore) RecentCounts(context.Context, []string, time.Time, time.Time) (map[string][2]hookwarden.WindowCounts, error) {
+	return map[string][2]hookwarden.WindowCounts{"stripe": {{Accepted: 7, Duplicates: 2}, {Accepted: 70, Duplicates: 20}}}, nil
 }
 
-func (f *fakeDashStore) ListDead(ctx context.Context, fl sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error) {
+func (f *fakeDashStore) ListDead(ctx context.Context, fl hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error) {
 	if f.dead == nil {
 		return nil, 0, nil
 	}
 	return f.dead(ctx, fl)
 }
 
-func (f *fakeDashStore) ListEvents(ctx context.Context, fl sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error) {
+func (f *fakeDashStore) ListEvents(ctx context.Context, fl hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error) {
 	if f.events == nil {
 		return nil, 0, nil
 	}
 	return f.events(ctx, fl)
 }
 
-func (f *fakeDashStore) Gaps(ctx context.Context, opt sqlitestore.GapOptions) (sqlitestore.GapReport, error) {
+func (f *fakeDashStore) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error) {
 	if f.gaps == nil {
-		return sqlitestore.GapReport{}, nil
+		return hookwarden.GapReport{}, nil
 	}
 	return f.gaps(ctx, opt)
 }
 
-func (f *fakeDashStore) Replay(ctx context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error) {
+func (f *fakeDashStore) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error) {
 	if f.replay == nil {
-		return sqlitestore.ReplayResult{}, errors.New("no replay")
+		return hookwarden.ReplayResult{}, errors.New("no replay")
 	}
 	return f.replay(ctx, sel, opt)
 }
@@ -152,25 +151,25 @@ func TestDashboardRendersEverySection(t *testing.T) {
 	f.store.outbox = func(context.Context, []string) ([]hookwarden.OutboxStat, error) {
 		return []hookwarden.OutboxStat{{Destination: "stripe/app", Pending: 12, OldestPendingAge: 45 * time.Minute, Dead: 2}}, nil
 	}
-	f.store.dead = func(_ context.Context, fl sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error) {
+	f.store.dead = func(_ context.Context, fl hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error) {
 		if fl.Limit <= 0 || fl.Limit > 100 {
 			t.Errorf("dead letters asked with limit %d: want a bounded page", fl.Limit)
 		}
-		return []sqlitestore.DeadLetter{
+		return []hookwarden.DeadLetter{
 			{JobID: 41, Source: "stripe", EventID: `evt_<script>alert(1)</script>`, Destination: "stripe/app",
 				Attempts: 1, DeadCount: 1, LastError: "HTTP 422 Unprocessable Entity", DeadAt: now.Add(-time.Minute)},
 			{JobID: 42, Source: "stripe", EventID: "evt_thrice", Destination: "stripe/app",
 				Attempts: 12, DeadCount: 3, LastError: "giving up after 12 attempts", DeadAt: now},
 		}, 7, nil
 	}
-	f.store.events = func(_ context.Context, fl sqlitestore.EventFilter) ([]sqlitestore.EventSummary, int64, error) {
-		if fl.Status != sqlitestore.StatusQuarantined {
+	f.store.events = func(_ context.Context, fl hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error) {
+		if fl.Status != hookwarden.StatusQuarantined {
 			t.Errorf("events asked with status %q, want quarantined", fl.Status)
 		}
-		return []sqlitestore.EventSummary{{Source: "stripe", Receipt: 9, Reason: "no event id found", Count: 4, LastAt: now}}, 0, nil
+		return []hookwarden.EventSummary{{Source: "stripe", Receipt: 9, Reason: "no event id found", Count: 4, LastAt: now}}, 0, nil
 	}
-	f.store.gaps = func(context.Context, sqlitestore.GapOptions) (sqlitestore.GapReport, error) {
-		return sqlitestore.GapReport{Outages: []sqlitestore.Outage{{Start: now.Add(-5 * 24 * time.Hour), End: now.Add(-4 * 24 * time.Hour),
+	f.store.gaps = func(context.Context, hookwarden.GapOptions) (hookwarden.GapReport, error) {
+		return hookwarden.GapReport{Outages: []hookwarden.Outage{{Start: now.Add(-5 * 24 * time.Hour), End: now.Add(-4 * 24 * time.Hour),
 			Length: 24 * time.Hour, Crash: true, BeyondRetryHorizon: []string{"github"}}}}, nil
 	}
 	code, page := f.get("/")
@@ -201,7 +200,7 @@ func TestDashboardRendersEverySection(t *testing.T) {
 
 func TestDashboardShowsWhatItCouldNotRead(t *testing.T) {
 	f := setupDashboard(t, "")
-	f.store.dead = func(context.Context, sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error) {
+	f.store.dead = func(context.Context, hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error) {
 		return nil, 0, errors.New("database is locked")
 	}
 	code, page := f.get("/")
@@ -215,17 +214,17 @@ func TestDashboardShowsWhatItCouldNotRead(t *testing.T) {
 
 func TestDashboardReplayGoesThroughStoreReplay(t *testing.T) {
 	f := setupDashboard(t, "")
-	var got []sqlitestore.ReplaySelector
+	var got []hookwarden.ReplaySelector
 	var forced []bool
-	f.store.replay = func(_ context.Context, sel sqlitestore.ReplaySelector, opt sqlitestore.ReplayOptions) (sqlitestore.ReplayResult, error) {
+	f.store.replay = func(_ context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error) {
 		got, forced = append(got, sel), append(forced, opt.Force)
 		if len(sel.JobIDs) == 1 && sel.JobIDs[0] == 42 && !opt.Force {
-			return sqlitestore.ReplayResult{Selected: 1, Skipped: []sqlitestore.ReplaySkip{{JobID: 42, Reason: sqlitestore.SkipNeedsForce}}}, nil
+			return hookwarden.ReplayResult{Selected: 1, Skipped: []hookwarden.ReplaySkip{{JobID: 42, Reason: hookwarden.SkipNeedsForce}}}, nil
 		}
-		return sqlitestore.ReplayResult{Selected: 1, Replayed: 1, Destinations: []string{"stripe/app"}}, nil
+		return hookwarden.ReplayResult{Selected: 1, Replayed: 1, Destinations: []string{"stripe/app"}}, nil
 	}
-	f.store.dead = func(context.Context, sqlitestore.DeadFilter) ([]sqlitestore.DeadLetter, int64, error) {
-		return []sqlitestore.DeadLetter{{JobID: 41, Source: "stripe", EventID: "evt_1", Destination: "stripe/app", DeadCount: 1}}, 0, nil
+	f.store.dead = func(context.Context, hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error) {
+		return []hookwarden.DeadLetter{{JobID: 41, Source: "stripe", EventID: "evt_1", Destination: "stripe/app", DeadCount: 1}}, 0, nil
 	}
 	tok := f.formToken()
 	for _, c := range []struct {
@@ -242,7 +241,7 @@ func TestDashboardReplayGoesThroughStoreReplay(t *testing.T) {
 			t.Errorf("replay %v: %d %q, want 303 %q", c.form, code, loc, c.loc)
 		}
 	}
-	want := []sqlitestore.ReplaySelector{{JobIDs: []int64{41}}, {JobIDs: []int64{42}}, {JobIDs: []int64{42}},
+	want := []hookwarden.ReplaySelector{{JobIDs: []int64{41}}, {JobIDs: []int64{42}}, {JobIDs: []int64{42}},
 		{Dead: true, Destination: "stripe/app"}}
 	if len(got) != len(want) {
 		t.Fatalf("replays: %+v", got)

@@ -42,11 +42,11 @@ func TestRecentCountsAndLastAccepted(t *testing.T) {
 	}
 	for _, c := range []struct {
 		source string
-		want   [2]WindowCounts
+		want   [2]hookwarden.WindowCounts
 	}{
-		{"stripe", [2]WindowCounts{{Accepted: 2, Duplicates: 2}, {Accepted: 3, Duplicates: 3}}},
-		{"github", [2]WindowCounts{{Accepted: 1}, {Accepted: 1}}},
-		{"silent", [2]WindowCounts{}},
+		{"stripe", [2]hookwarden.WindowCounts{{Accepted: 2, Duplicates: 2}, {Accepted: 3, Duplicates: 3}}},
+		{"github", [2]hookwarden.WindowCounts{{Accepted: 1}, {Accepted: 1}}},
+		{"silent", [2]hookwarden.WindowCounts{}},
 	} {
 		if got[c.source] != c.want {
 			t.Errorf("%s: got %+v, want %+v", c.source, got[c.source], c.want)

@@ -1,0 +1,209 @@
+package hookwarden
+
+// The operator's reads of a store: events with their receipts, jobs and
+// attempts, dead letters and counts, as the CLI, the admin API and the
+// dashboard show them.
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// EventStatus is an event's state, derived from its jobs: dead if any job is
+// dead-lettered, else pending if any job is pending, else delivered (which
+// includes an event that matched no destination). Quarantined receipts have
+// no event id and no jobs.
+type EventStatus string
+
+const (
+	StatusPending     EventStatus = "pending"
+	StatusDelivered   EventStatus = "delivered"
+	StatusDead        EventStatus = "dead"
+	StatusQuarantined EventStatus = "quarantined"
+)
+
+// ParseStatus checks a --status value.
+func ParseStatus(s string) (EventStatus, error) {
+	switch st := EventStatus(s); st {
+	case "", StatusPending, StatusDelivered, StatusDead, StatusQuarantined:
+		return st, nil
+	}
+	return "", fmt.Errorf("unknown status %q: want pending, delivered, dead or quarantined", s)
+}
+
+// DefaultLimit is the page size of list queries when none is given; MaxLimit caps it.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 10000
+)
+
+// EventFilter selects events for ListEvents. Zero fields select everything.
+type EventFilter struct {
+	Source string
+	// Type is an exact event type, or a prefix ending in "*" ("invoice.*").
+	Type   string
+	Status EventStatus
+	// Since keeps events claimed (quarantined: last received) at or after it.
+	Since time.Time
+	Limit int
+	// Cursor continues a listing: only rows older than it (the Next of the
+	// previous page). 0 starts from the newest.
+	Cursor int64
+}
+
+// EventSummary is one line of an event listing. For a quarantined receipt,
+// EventID is empty and Receipt, Reason, Count and LastAt are set.
+type EventSummary struct {
+	Ref       int64       `json:"ref"` // row id of the claim (quarantined: of the receipt)
+	Source    string      `json:"source"`
+	EventID   string      `json:"event_id,omitempty"`
+	Type      string      `json:"type,omitempty"`
+	Status    EventStatus `json:"status"`
+	ClaimedAt time.Time   `json:"claimed_at"`
+	// Receipts counts every request that carried the event (1 + duplicates).
+	Receipts      int  `json:"receipts"`
+	Divergent     bool `json:"divergent,omitempty"` // a duplicate carried different bytes
+	Jobs          int  `json:"jobs"`
+	Pending       int  `json:"pending"`
+	Delivered     int  `json:"delivered"`
+	Dead          int  `json:"dead"`
+	PayloadPruned bool `json:"payload_pruned,omitempty"`
+	// PrunedAt is when retention removed the payload (zero: not pruned).
+	PrunedAt time.Time `json:"pruned_at,omitzero"`
+	// SummaryOnly is set when retention.payloads folded the event into its
+	// claim: its receipts (bodies and headers), jobs and attempt log are
+	// gone, and Receipts, Jobs, Delivered and the fields below are what
+	// was kept of them.
+	SummaryOnly    bool      `json:"summary_only,omitempty"`
+	LastReceivedAt time.Time `json:"last_received_at,omitzero"`
+	DeliveredAt    time.Time `json:"delivered_at,omitzero"`
+	Attempts       int       `json:"attempts,omitempty"`
+
+	Receipt int64     `json:"receipt,omitempty"` // quarantined only
+	Reason  string    `json:"reason,omitempty"`
+	Count   int       `json:"count,omitempty"`
+	LastAt  time.Time `json:"last_at,omitzero"`
+}
+
+// EventDetail is everything known about one event.
+type EventDetail struct {
+	EventSummary
+	BodySHA256 string `json:"body_sha256"`
+	// Body is the payload as delivered: the first receipt's raw body, or the
+	// event's own element of a batch. Nil when retention pruned it.
+	Body        []byte        `json:"body"`
+	ContentType string        `json:"content_type,omitempty"`
+	ReceiptLog  []ReceiptInfo `json:"receipt_log"`
+	JobLog      []JobInfo     `json:"job_log"`
+	// Audit lists the operator actions that changed the event (replays),
+	// oldest first.
+	Audit []AuditEntry `json:"audit,omitempty"`
+}
+
+// ReceiptInfo is one request from the provider that carried the event.
+type ReceiptInfo struct {
+	ID         int64       `json:"id"`
+	Kind       string      `json:"kind"` // accepted, duplicate, divergent (per event, also inside a batch)
+	Batch      bool        `json:"batch,omitempty"`
+	ReceivedAt time.Time   `json:"received_at"`
+	RemoteAddr string      `json:"remote_addr"`
+	Header     http.Header `json:"headers"`
+	BodySHA256 string      `json:"body_sha256"`
+	// Body is the raw request body; nil for a byte-identical duplicate (the
+	// first receipt has it) and after pruning.
+	Body     []byte    `json:"body"`
+	PrunedAt time.Time `json:"pruned_at,omitzero"`
+}
+
+// JobInfo is one destination's job for the event, with every attempt.
+type JobInfo struct {
+	ID          int64         `json:"id"`
+	Destination string        `json:"destination"`
+	State       string        `json:"state"`
+	Attempts    int           `json:"attempts"` // since creation or the last replay
+	DeadCount   int           `json:"dead_count"`
+	NextAt      time.Time     `json:"next_at"`
+	LeasedUntil time.Time     `json:"leased_until,omitzero"`
+	LastError   string        `json:"last_error,omitempty"`
+	CreatedAt   time.Time     `json:"created_at"`
+	FinishedAt  time.Time     `json:"finished_at,omitzero"`
+	ReplayedAt  time.Time     `json:"replayed_at,omitzero"`
+	Log         []AttemptInfo `json:"attempt_log"`
+}
+
+// AttemptInfo is one delivery attempt.
+type AttemptInfo struct {
+	Number     int       `json:"number"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS float64   `json:"duration_ms"`
+	StatusCode int       `json:"status_code,omitempty"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Response   string    `json:"response,omitempty"`
+	Verdict    string    `json:"verdict"`
+}
+
+// DeadFilter selects dead letters. Zero fields select everything.
+type DeadFilter struct {
+	Source      string
+	Destination string // full name, "source/name"
+	Since       time.Time
+	Limit       int
+	Cursor      int64 // only jobs with a smaller id (the Next of the previous page)
+}
+
+// DeadLetter is one dead-lettered job.
+type DeadLetter struct {
+	JobID       int64     `json:"job_id"`
+	Source      string    `json:"source"`
+	EventID     string    `json:"event_id"`
+	Type        string    `json:"type"`
+	Destination string    `json:"destination"`
+	Attempts    int       `json:"attempts"`
+	DeadCount   int       `json:"dead_count"` // times dead-lettered; 3 or more needs --force to replay
+	LastError   string    `json:"last_error"`
+	DeadAt      time.Time `json:"dead_at"`
+	ClaimedAt   time.Time `json:"claimed_at"`
+}
+
+// SourceStats counts what a source sent.
+type SourceStats struct {
+	Source      string `json:"source"`
+	Accepted    int    `json:"accepted"`   // distinct events claimed
+	Duplicates  int    `json:"duplicates"` // repeats of claimed events (divergent ones included)
+	Divergent   int    `json:"divergent"`  // repeats with different bytes
+	Quarantined int    `json:"quarantined"`
+	// LastReceivedAt is the last request of any kind; zero if none.
+	LastReceivedAt time.Time `json:"last_received_at,omitzero"`
+}
+
+// OutboxStat is the state of one destination's outbox, as Stats (the
+// stats command, /api/stats) and OutboxStats (the metrics, the dashboard)
+// read it. OutboxStats, read on every metrics refresh, leaves Delivered
+// zero: counting the history is Stats' job.
+type OutboxStat struct {
+	Destination string `json:"destination"`
+	Pending     int    `json:"pending"`
+	Delivered   int    `json:"delivered"`
+	Dead        int    `json:"dead"`
+	// OldestPendingAge is the age of the oldest pending job, counted from
+	// its creation or its last replay (zero when none is pending).
+	OldestPendingAge     time.Duration `json:"-"`
+	OldestPendingSeconds float64       `json:"oldest_pending_age_seconds"`
+}
+
+// Stats are the counts of `hookwarden stats` and /api/stats.
+type Stats struct {
+	At           time.Time     `json:"at"`
+	Sources      []SourceStats `json:"sources"`
+	Destinations []OutboxStat  `json:"destinations"`
+}
+
+// WindowCounts are a source's events in a recent window: new events claimed
+// and repeats of claimed ones (divergent repeats and batch elements
+// included), counted as Stats counts them.
+type WindowCounts struct {
+	Accepted   int `json:"accepted"`
+	Duplicates int `json:"duplicates"`
+}

@@ -1,0 +1,89 @@
+package hookwarden
+
+// Retention (SPEC section 3): the tiers, a pruning pass's options and result.
+
+import (
+	"time"
+)
+
+// Retention is the tiers of SPEC section 3. A zero or negative duration
+// disables its tier (keep forever).
+type Retention struct {
+	// Payloads: the raw requests of finished events. An event claimed, and
+	// delivered to every destination, longer ago than this is folded into
+	// its claim: its receipts (bodies and headers), jobs and attempts are
+	// deleted and a summary stays on the events row (receipt count, last
+	// received, jobs, attempts, delivered at, pruned at). The claim stays, so
+	// a late duplicate is still a duplicate, and the counts of stats survive
+	// in pruned_totals.
+	Payloads time.Duration
+	// Claims: the event ids, the dedup memory. An event goes with whatever
+	// is left of its receipts, jobs and attempts when it was claimed, and
+	// every job was delivered, longer ago than this. The body keys (the
+	// body-replay check) go with this tier, by the time they were claimed.
+	Claims time.Duration
+	// Quarantine: held requests nobody released go when their last copy
+	// came longer ago than this; released ones this long after release.
+	Quarantine time.Duration
+}
+
+// PruneOptions tune Prune.
+type PruneOptions struct {
+	Retention
+	// DryRun counts what would go and changes nothing.
+	DryRun bool
+	// BatchSize is how many events or receipts one write transaction handles
+	// (default 200): pruning never holds the writer for long.
+	BatchSize int
+	// Pause is waited between batches (default 5ms), so ingest always gets
+	// the writer in between.
+	Pause time.Duration
+	// Audit, if set, records this pass as an operator action (the CLI's
+	// prune; serve's hourly pass is not one). A pass is many short
+	// transactions, so the entry is written before the first and given its
+	// result after the last: an entry without a result is a pass that was
+	// interrupted. A dry run writes none.
+	Audit *AuditEntry
+}
+
+// PruneResult says what retention removed (or, with DryRun, would remove) and
+// what it kept on purpose.
+type PruneResult struct {
+	DryRun        bool      `json:"dry_run"`
+	PayloadCutoff time.Time `json:"payload_cutoff,omitzero"`
+	ClaimCutoff   time.Time `json:"claim_cutoff,omitzero"`
+
+	// PayloadsPruned counts the events the payload tier folded into their
+	// claim; PayloadBytes the request bodies deleted with them.
+	PayloadsPruned int   `json:"payloads_pruned"`
+	PayloadBytes   int64 `json:"payload_bytes"`
+	// Receipts (late duplicates of pruned events included), jobs and
+	// attempts the payload tier deleted (not in a dry run).
+	PayloadReceipts int `json:"payload_receipts_deleted,omitempty"`
+	PayloadJobs     int `json:"payload_jobs_deleted,omitempty"`
+	PayloadAttempts int `json:"payload_attempts_deleted,omitempty"`
+
+	EventsDeleted int `json:"events_deleted"` // claims removed
+	// Receipts, jobs and attempts deleted with those claims (not in a dry run).
+	ReceiptsDeleted int `json:"receipts_deleted"`
+	JobsDeleted     int `json:"jobs_deleted"`
+	AttemptsDeleted int `json:"attempts_deleted"`
+	// BodyKeysDeleted counts body keys gone with the claims tier.
+	BodyKeysDeleted int `json:"body_keys_deleted"`
+
+	QuarantineCutoff time.Time `json:"quarantine_cutoff,omitzero"`
+	// QuarantineDeleted counts held requests removed by retention.quarantine.
+	QuarantineDeleted int `json:"quarantine_deleted"`
+	// TokensDeleted counts expired one-time tokens (Mailgun) removed.
+	TokensDeleted int `json:"tokens_deleted"`
+
+	// Held past retention.payloads and never pruned automatically: events
+	// with a dead letter, events still pending, quarantined requests (until
+	// retention.quarantine). They need a human (replay, quarantine release).
+	HeldDead        int `json:"held_dead"`
+	HeldPending     int `json:"held_pending"`
+	HeldQuarantined int `json:"held_quarantined"`
+
+	// AuditID is the audit log entry of the pass (0: none written).
+	AuditID int64 `json:"audit_id,omitempty"`
+}
