@@ -271,3 +271,68 @@ func testBackup(t *testing.T, h Harness) {
 		t.Error("the read-only copy accepted a write")
 	}
 }
+
+// testListEvents: the events listing filters by source, type (exact or a
+// prefix), status and time, newest first, in pages that neither overlap
+// nor skip.
+func testListEvents(t *testing.T, h Harness) {
+	f := setup(t, h)
+	f.record("std", "e1", `{"n":1}`, "std/app")
+	f.clock.Add(time.Minute)
+	f.record("std", "e2", `{"n":2}`, "std/app")
+	f.clock.Add(time.Minute)
+	f.record("std", "e3", `{"n":3}`, "std/app")
+	f.record("gh", "g1", `{}`, "gh/app")
+	f.record("std", "", `{"no":"id"}`)
+	f.finish("std/app", "e1", hookwarden.Delivered)
+	f.finish("std/app", "e2", hookwarden.Dead)
+	ids := func(fl EventFilter) string {
+		t.Helper()
+		items, _, err := f.s.ListEvents(f.ctx, fl)
+		if err != nil {
+			t.Fatalf("list events %+v: %v", fl, err)
+		}
+		var out []string
+		for _, it := range items {
+			out = append(out, it.Source+"/"+it.EventID+"="+string(it.Status))
+		}
+		return fmt.Sprint(out)
+	}
+	for _, c := range []struct {
+		name string
+		f    EventFilter
+		want string
+	}{
+		{"all", EventFilter{}, "[gh/g1=pending std/e3=pending std/e2=dead std/e1=delivered]"},
+		{"source", EventFilter{Source: "std"}, "[std/e3=pending std/e2=dead std/e1=delivered]"},
+		{"dead", EventFilter{Status: StatusDead}, "[std/e2=dead]"},
+		{"pending", EventFilter{Status: StatusPending}, "[gh/g1=pending std/e3=pending]"},
+		{"delivered", EventFilter{Status: StatusDelivered}, "[std/e1=delivered]"},
+		{"quarantined", EventFilter{Status: StatusQuarantined}, "[std/=quarantined]"},
+		{"since", EventFilter{Since: f.clock.Now().Add(-30 * time.Second)}, "[gh/g1=pending std/e3=pending]"},
+		{"type prefix", EventFilter{Type: "t.*"}, "[gh/g1=pending std/e3=pending std/e2=dead std/e1=delivered]"},
+		{"type exact", EventFilter{Type: "x.created"}, "[]"},
+	} {
+		if got := ids(c.f); got != c.want {
+			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
+		}
+	}
+	var pages []string
+	cursor := int64(0)
+	for range 3 {
+		items, next, err := f.s.ListEvents(f.ctx, EventFilter{Limit: 3, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			pages = append(pages, it.EventID)
+		}
+		pages = append(pages, "|")
+		if cursor = next; next == 0 {
+			break
+		}
+	}
+	if got := fmt.Sprint(pages); got != "[g1 e3 e2 | e1 |]" {
+		t.Errorf("pages of 3: %s, want [g1 e3 e2 | e1 |]", got)
+	}
+}

@@ -117,6 +117,7 @@ func Run(t *testing.T, h Harness) {
 		{"Gaps/CrashWindow", testGapsCrash},
 		{"Gaps/CleanRestart", testGapsClean},
 		{"Gaps/Silences", testSilences},
+		{"ListEvents", testListEvents},
 		{"Stats", testStats},
 		{"BackupReadable", testBackup},
 	} {
