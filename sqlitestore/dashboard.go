@@ -21,15 +21,14 @@ import (
 func (s *Store) LastAccepted(ctx context.Context, sources []string) (map[string]time.Time, error) {
 	out := make(map[string]time.Time, len(sources))
 	for _, src := range sources {
-		var at sql.NullString
-		var pruned sql.NullInt64
+		var at, pruned sql.NullString
 		err := s.rdb.QueryRowContext(ctx, `
 SELECT
 	(SELECT r.received_at FROM receipts r WHERE r.source = ?1
 		AND (r.kind = 'accepted' OR (r.kind = 'batch'
 			AND EXISTS (SELECT 1 FROM receipt_events re WHERE re.receipt_id = r.id AND re.kind = 'accepted')))
 		ORDER BY r.received_at DESC LIMIT 1),
-	(SELECT n FROM pruned_totals WHERE name = ?1 AND kind = 'last_accepted')`, src).Scan(&at, &pruned)
+	(SELECT at FROM pruned_totals WHERE name = ?1 AND kind = 'last_accepted')`, src).Scan(&at, &pruned)
 		if err != nil {
 			return nil, fmt.Errorf("last accepted of %s: %w", src, err)
 		}
@@ -37,7 +36,11 @@ SELECT
 		if err != nil {
 			return nil, fmt.Errorf("last accepted of %s: %w", src, err)
 		}
-		if p := unixTime(pruned); p.After(t) {
+		p, err := parseNullTime(pruned)
+		if err != nil {
+			return nil, fmt.Errorf("last accepted of %s: %w", src, err)
+		}
+		if p.After(t) {
 			t = p
 		}
 		if !t.IsZero() {

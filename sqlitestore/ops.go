@@ -114,34 +114,31 @@ const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at,
 // scanEvent reads the eventColumns (then extra) of one row.
 func scanEvent(sc interface{ Scan(...any) error }, ev *EventSummary, extra ...any) error {
 	var at string
-	var pruned, last, delivered sql.NullInt64
+	var pruned, last, delivered sql.NullString
 	var foldedJobs int
 	dst := append([]any{&ev.Ref, &ev.Source, &ev.EventID, &ev.Type, &at, &ev.Pending, &ev.Delivered, &ev.Dead,
 		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned, &pruned, &foldedJobs, &ev.Attempts, &last, &delivered}, extra...)
 	if err := sc.Scan(dst...); err != nil {
 		return err
 	}
+	var err error
 	if pruned.Valid {
 		// Folded by retention.payloads: every job was delivered.
 		ev.SummaryOnly = true
-		ev.PrunedAt = unixTime(pruned)
-		ev.LastReceivedAt = unixTime(last)
-		ev.DeliveredAt = unixTime(delivered)
+		for _, f := range []struct {
+			dst *time.Time
+			v   sql.NullString
+		}{{&ev.PrunedAt, pruned}, {&ev.LastReceivedAt, last}, {&ev.DeliveredAt, delivered}} {
+			if *f.dst, err = parseNullTime(f.v); err != nil {
+				return err
+			}
+		}
 		ev.Delivered += foldedJobs
 	}
 	ev.Jobs = ev.Pending + ev.Delivered + ev.Dead
 	ev.Status = statusOf(ev.Pending, ev.Dead)
-	var err error
 	ev.ClaimedAt, err = parseTime(at)
 	return err
-}
-
-// unixTime reads a Unix-seconds column; NULL is the zero time.
-func unixTime(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.Unix(v.Int64, 0).UTC()
 }
 
 func statusOf(pending, dead int) EventStatus {
@@ -652,7 +649,7 @@ UNION ALL SELECT source, kind, count(*), max(received_at) FROM receipts GROUP BY
 UNION ALL SELECT r.source, 'batch-' || re.kind, count(*), NULL
 	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.kind != 'accepted' GROUP BY r.source, re.kind
 UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source
-UNION ALL SELECT name, 'pruned-' || kind, n, NULL FROM pruned_totals WHERE kind != 'delivered'
+UNION ALL SELECT name, 'pruned-' || kind, n, CASE WHEN kind = 'last_received' THEN at END FROM pruned_totals WHERE kind != 'delivered'
 ORDER BY 1`,
 		func(rows *sql.Rows) error {
 			var name, kind string
@@ -672,10 +669,6 @@ ORDER BY 1`,
 				ss.Divergent += n
 			case "quarantine", "pruned-quarantined":
 				ss.Quarantined += n
-			case "pruned-last_received":
-				if t := time.Unix(int64(n), 0).UTC(); t.After(ss.LastReceivedAt) {
-					ss.LastReceivedAt = t
-				}
 			}
 			if t, err := parseNullTime(last); err == nil && t.After(ss.LastReceivedAt) {
 				ss.LastReceivedAt = t
