@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -36,24 +37,29 @@ const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at,
 // scanEvent reads the eventColumns (then extra) of one row.
 func scanEvent(sc interface{ Scan(...any) error }, ev *hookwarden.EventSummary, extra ...any) error {
 	var at string
-	var pruned, last, delivered sql.NullInt64
+	var pruned, last, delivered sql.NullString
 	var foldedJobs int
 	dst := append([]any{&ev.Ref, &ev.Source, &ev.EventID, &ev.Type, &at, &ev.Pending, &ev.Delivered, &ev.Dead,
 		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned, &pruned, &foldedJobs, &ev.Attempts, &last, &delivered}, extra...)
 	if err := sc.Scan(dst...); err != nil {
 		return err
 	}
+	var err error
 	if pruned.Valid {
 		// Folded by retention.payloads: every job was delivered.
 		ev.SummaryOnly = true
-		ev.PrunedAt = unixTime(pruned)
-		ev.LastReceivedAt = unixTime(last)
-		ev.DeliveredAt = unixTime(delivered)
+		for _, f := range []struct {
+			dst *time.Time
+			v   sql.NullString
+		}{{&ev.PrunedAt, pruned}, {&ev.LastReceivedAt, last}, {&ev.DeliveredAt, delivered}} {
+			if *f.dst, err = parseNullTime(f.v); err != nil {
+				return err
+			}
+		}
 		ev.Delivered += foldedJobs
 	}
 	ev.Jobs = ev.Pending + ev.Delivered + ev.Dead
 	ev.Status = statusOf(ev.Pending, ev.Dead)
-	var err error
 	ev.ClaimedAt, err = parseTime(at)
 	return err
 }

@@ -81,8 +81,10 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 	want := map[int]string{
 		1: "crash", 2: "evt_1", 3: "stripe | t.created | 2 | 1", 4: `"cus_43"`, 5: "after last replay", 6: "evt_2",
 		7: "stripe/app", 8: "stripe/app", 9: "sg", 10: "2026-03-01T12:00:00Z | 6 | 3 | 2 | 1", 11: "evt_1", 12: "no event id",
-		13: "evt_1", 14: "accepted", 15: "evt_old | t.created | 2026-03-01T12:00:00.000000Z | 2026-03-01 12:26:01 | 1 | 1 | 1",
-		16: "stripe/old | delivered | 1", 17: `replay | cli | alice | {"source":"stripe","event_ids":["evt_1"]}`,
+		13: "evt_1", 14: "accepted",
+		15: "evt_old | t.created | 2026-03-01T12:00:00.000000Z | 2026-03-01T12:26:01.000000Z | 1 | 1 | 1 | " +
+			"2026-03-01T12:00:00.000000Z | 2026-03-01T12:00:00.000000Z",
+		16: "stripe | last_accepted | 2026-03-01T12:00:00.000000Z\nstripe | last_received | 2026-03-01T12:00:00.000000Z\nstripe/old | delivered | 1", 17: `replay | cli | alice | {"source":"stripe","event_ids":["evt_1"]}`,
 		18: `replay | cli | alice | {"selected":1,"replayed":1,"skipped":0}`,
 	}
 	for i, q := range qs {

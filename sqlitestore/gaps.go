@@ -141,19 +141,22 @@ func (s *Store) silences(ctx context.Context, p hookwarden.SourcePolicy, since, 
 	if !since.IsZero() {
 		from = fmtTime(since)
 	}
-	var prunedTo sql.NullInt64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT n FROM pruned_totals WHERE name = ? AND kind = 'last_received'`,
+	var prunedTo sql.NullString
+	if err := s.rdb.QueryRowContext(ctx, `SELECT at FROM pruned_totals WHERE name = ? AND kind = 'last_received'`,
 		p.Name).Scan(&prunedTo); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
 	}
-	seed := unixTime(prunedTo) // the last request retention deleted
+	seed, err := parseNullTime(prunedTo) // the last request retention deleted
+	if err != nil {
+		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	}
 	if seed.After(since) {
 		from = fmtTime(seed)
 	} else {
 		seed = time.Time{}
 	}
 	// LAG over the (source, received_at) index: only the gaps come back.
-	err := eachRow(ctx, s.rdb, `
+	err = eachRow(ctx, s.rdb, `
 SELECT prev, received_at FROM (
 	SELECT received_at, LAG(received_at) OVER (ORDER BY received_at) AS prev
 	FROM receipts WHERE source = ?1 AND received_at >= ?2)

@@ -188,43 +188,48 @@ func advanceCursorTx(ctx context.Context, tx *sql.Tx, name, table string, id int
 // already counted has been deleted since, so nothing is counted twice.
 func foldTotalsTx(ctx context.Context, tx *sql.Tx, set string, claims bool) error {
 	_, err := tx.ExecContext(ctx, `
-INSERT INTO pruned_totals (name, kind, n)
-SELECT name, kind, CASE WHEN kind IN ('last_received', 'last_accepted') THEN max(n) ELSE sum(n) END FROM (
-	SELECT e.source AS name, r.kind AS kind, count(*) AS n
+INSERT INTO pruned_totals (name, kind, n, at)
+SELECT name, kind, sum(n), max(at) FROM (
+	SELECT e.source AS name, r.kind AS kind, count(*) AS n, NULL AS at
 	FROM receipts r JOIN events e ON e.id = r.event_ref
 	WHERE r.event_ref IN (SELECT value FROM json_each(?1)) AND r.kind IN ('duplicate', 'divergent') GROUP BY 1, 2
 	UNION ALL
-	SELECT e.source, re.kind, count(*)
+	SELECT e.source, re.kind, count(*), NULL
 	FROM receipt_events re JOIN events e ON e.id = re.event_ref
 	WHERE re.event_ref IN (SELECT value FROM json_each(?1)) AND re.kind IN ('duplicate', 'divergent') GROUP BY 1, 2
 	UNION ALL
-	SELECT j.destination, 'delivered', count(*)
+	SELECT j.destination, 'delivered', count(*), NULL
 	FROM jobs j WHERE j.event_ref IN (SELECT value FROM json_each(?1)) AND j.state = 'delivered' GROUP BY 1
 	UNION ALL
-	SELECT e.source, 'last_received', max(unixepoch(r.received_at))
+	SELECT e.source, 'last_received', 0, max(r.received_at)
 	FROM receipts r JOIN events e ON e.id = r.event_ref
 	WHERE r.event_ref IN (SELECT value FROM json_each(?1)) GROUP BY 1
 	UNION ALL
-	SELECT e.source, 'last_received', max(unixepoch(r.received_at))
+	SELECT e.source, 'last_received', 0, max(r.received_at)
 	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id JOIN events e ON e.id = re.event_ref
 	WHERE re.event_ref IN (SELECT value FROM json_each(?1)) GROUP BY 1
 	UNION ALL
-	SELECT e.source, 'last_received', max(e.last_received_at)
+	SELECT e.source, 'last_received', 0, max(e.last_received_at)
 	FROM events e WHERE e.id IN (SELECT value FROM json_each(?1)) GROUP BY 1
 	UNION ALL
-	SELECT e.source, 'last_accepted', max(unixepoch(e.claimed_at))
+	SELECT e.source, 'last_accepted', 0, max(e.claimed_at)
 	FROM events e WHERE e.id IN (SELECT value FROM json_each(?1)) GROUP BY 1
 	UNION ALL
-	SELECT e.source, 'accepted', count(*)
+	SELECT e.source, 'accepted', count(*), NULL
 	FROM events e WHERE ?2 AND e.id IN (SELECT value FROM json_each(?1)) GROUP BY 1)
-WHERE n IS NOT NULL GROUP BY name, kind
-ON CONFLICT (name, kind) DO UPDATE SET
-	n = CASE WHEN kind IN ('last_received', 'last_accepted') THEN max(n, excluded.n) ELSE n + excluded.n END`, set, claims)
+WHERE at IS NOT NULL OR kind NOT IN ('last_received', 'last_accepted') GROUP BY name, kind
+`+totalsUpsert, set, claims)
 	if err != nil {
 		return fmt.Errorf("fold totals: %w", err)
 	}
 	return nil
 }
+
+// totalsUpsert ends an insert into pruned_totals: counts (n) add up, times
+// (at, the kinds last_received and last_accepted) keep the latest. Text
+// times of fixed width compare as times.
+const totalsUpsert = `ON CONFLICT (name, kind) DO UPDATE SET n = n + excluded.n,
+	at = CASE WHEN at IS NULL OR excluded.at > at THEN excluded.at ELSE at END`
 
 // execCount runs a statement and adds the rows it changed to *n.
 func execCount(ctx context.Context, tx *sql.Tx, n *int, q string, args ...any) error {
@@ -483,15 +488,15 @@ UPDATE events AS e SET
 		+ (SELECT count(*) FROM receipt_events re WHERE re.event_ref = e.id),
 	jobs = (SELECT count(*) FROM jobs j WHERE j.event_ref = e.id),
 	attempts = (SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.event_ref = e.id),
-	last_received_at = max(unixepoch(e.claimed_at), COALESCE(e.last_received_at, 0),
-		COALESCE((SELECT unixepoch(max(r.received_at)) FROM receipts r WHERE r.event_ref = e.id), 0),
-		COALESCE((SELECT unixepoch(max(r.received_at)) FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id
-			WHERE re.event_ref = e.id), 0)),
-	delivered_at = (SELECT unixepoch(max(j.finished_at)) FROM jobs j WHERE j.event_ref = e.id),
+	last_received_at = max(e.claimed_at, COALESCE(e.last_received_at, ''),
+		COALESCE((SELECT max(r.received_at) FROM receipts r WHERE r.event_ref = e.id), ''),
+		COALESCE((SELECT max(r.received_at) FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id
+			WHERE re.event_ref = e.id), '')),
+	delivered_at = (SELECT max(j.finished_at) FROM jobs j WHERE j.event_ref = e.id),
 	pruned_at = ?2,
 	body_sha256 = x'',
 	body = NULL
-WHERE e.id IN (SELECT value FROM json_each(?1))`, set, s.now().Unix()); err != nil {
+WHERE e.id IN (SELECT value FROM json_each(?1))`, set, fmtTime(s.now())); err != nil {
 		return fmt.Errorf("summarise events: %w", err)
 	}
 	sumBodies := func(q string, arg string) error {
@@ -563,21 +568,20 @@ WHERE r.id IN (SELECT value FROM json_each(?2)) AND r.received_at < ?1 AND r.kin
 	SELECT re.event_ref, re.kind, r.received_at FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id
 	WHERE re.receipt_id IN (SELECT value FROM json_each(?1))`
 			if _, err := tx.ExecContext(ctx, `
-INSERT INTO pruned_totals (name, kind, n)
-SELECT name, kind, CASE WHEN kind = 'last_received' THEN max(n) ELSE sum(n) END FROM (
-	SELECT e.source AS name, c.kind AS kind, 1 AS n FROM (`+carried+`) c JOIN events e ON e.id = c.ref
+INSERT INTO pruned_totals (name, kind, n, at)
+SELECT name, kind, sum(n), max(at) FROM (
+	SELECT e.source AS name, c.kind AS kind, 1 AS n, NULL AS at FROM (`+carried+`) c JOIN events e ON e.id = c.ref
 	WHERE c.kind IN ('duplicate', 'divergent')
 	UNION ALL
-	SELECT e.source, 'last_received', unixepoch(c.at) FROM (`+carried+`) c JOIN events e ON e.id = c.ref)
+	SELECT e.source, 'last_received', 0, c.at FROM (`+carried+`) c JOIN events e ON e.id = c.ref)
 WHERE true GROUP BY name, kind
-ON CONFLICT (name, kind) DO UPDATE SET
-	n = CASE WHEN kind = 'last_received' THEN max(n, excluded.n) ELSE n + excluded.n END`, set); err != nil {
+`+totalsUpsert, set); err != nil {
 				return fmt.Errorf("fold totals: %w", err)
 			}
 			if _, err := tx.ExecContext(ctx, `
 UPDATE events AS e SET
 	receipts = COALESCE(e.receipts, 0) + (SELECT count(*) FROM (`+carried+`) c WHERE c.ref = e.id),
-	last_received_at = max(COALESCE(e.last_received_at, 0), (SELECT max(unixepoch(c.at)) FROM (`+carried+`) c WHERE c.ref = e.id))
+	last_received_at = max(COALESCE(e.last_received_at, ''), COALESCE((SELECT max(c.at) FROM (`+carried+`) c WHERE c.ref = e.id), ''))
 WHERE e.id IN (SELECT ref FROM (`+carried+`))`, set); err != nil {
 				return fmt.Errorf("summarise events: %w", err)
 			}

@@ -482,13 +482,16 @@ func (s *Store) pruneQuarantine(ctx context.Context, opt hookwarden.PruneOptions
 		err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 			n = 0
 			var ids []int64
-			type total struct{ n, last int64 }
+			type total struct {
+				n    int64
+				last string
+			}
 			totals := map[string]total{}
 			err := eachRow(ctx, tx, `DELETE FROM quarantine WHERE (source, body_sha256) IN
 				(SELECT source, body_sha256 FROM quarantine WHERE `+quarantineExpired+` LIMIT ?2)
-				RETURNING receipt_id, source, count, unixepoch(last_at)`, func(rows *sql.Rows) error {
-				var id, count, last int64
-				var source string
+				RETURNING receipt_id, source, count, last_at`, func(rows *sql.Rows) error {
+				var id, count int64
+				var source, last string
 				if err := rows.Scan(&id, &source, &count, &last); err != nil {
 					return err
 				}
@@ -509,10 +512,10 @@ func (s *Store) pruneQuarantine(ctx context.Context, opt hookwarden.PruneOptions
 				for _, kv := range []struct {
 					kind string
 					n    int64
-				}{{"quarantined", t.n}, {"last_received", t.last}} {
-					if _, err := tx.ExecContext(ctx, `INSERT INTO pruned_totals (name, kind, n) VALUES (?1, ?2, ?3)
-						ON CONFLICT (name, kind) DO UPDATE SET n = CASE WHEN kind = 'last_received' THEN max(n, excluded.n) ELSE n + excluded.n END`,
-						source, kv.kind, kv.n); err != nil {
+					at   any
+				}{{"quarantined", t.n, nil}, {"last_received", 0, t.last}} {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO pruned_totals (name, kind, n, at) VALUES (?1, ?2, ?3, ?4) `+totalsUpsert,
+						source, kv.kind, kv.n, kv.at); err != nil {
 						return fmt.Errorf("fold totals: %w", err)
 					}
 				}

@@ -151,7 +151,7 @@ func (s *Store) selectReplay(ctx context.Context, sel hookwarden.ReplaySelector,
 		}
 		for _, id := range sel.EventIDs {
 			var ref int64
-			var pruned sql.NullInt64
+			var pruned sql.NullString
 			err := s.rdb.QueryRowContext(ctx, `SELECT id, pruned_at FROM events WHERE source = ? AND event_id = ?`,
 				sel.Source, id).Scan(&ref, &pruned)
 			if errors.Is(err, sql.ErrNoRows) {
@@ -163,8 +163,11 @@ func (s *Store) selectReplay(ctx context.Context, sel hookwarden.ReplaySelector,
 			}
 			if pruned.Valid {
 				// Folded by retention.payloads: no payload, and no jobs left.
-				res.Skipped = append(res.Skipped, hookwarden.ReplaySkip{Source: sel.Source, EventID: id, Reason: hookwarden.SkipPruned,
-					PrunedAt: unixTime(pruned)})
+				at, err := parseNullTime(pruned)
+				if err != nil {
+					return nil, fmt.Errorf("replay: look up %s/%s: %w", sel.Source, id, err)
+				}
+				res.Skipped = append(res.Skipped, hookwarden.ReplaySkip{Source: sel.Source, EventID: id, Reason: hookwarden.SkipPruned, PrunedAt: at})
 				continue
 			}
 			before := len(ids)

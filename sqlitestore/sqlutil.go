@@ -11,14 +11,6 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// unixTime reads a Unix-seconds column; NULL is the zero time.
-func unixTime(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.Unix(v.Int64, 0).UTC()
-}
-
 func limitOf(n int) int {
 	if n <= 0 {
 		return hookwarden.DefaultLimit

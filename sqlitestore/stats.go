@@ -43,7 +43,7 @@ UNION ALL SELECT source, kind, count(*), max(received_at) FROM receipts GROUP BY
 UNION ALL SELECT r.source, 'batch-' || re.kind, count(*), NULL
 	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.kind != 'accepted' GROUP BY r.source, re.kind
 UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source
-UNION ALL SELECT name, 'pruned-' || kind, n, NULL FROM pruned_totals WHERE kind != 'delivered'
+UNION ALL SELECT name, 'pruned-' || kind, n, CASE WHEN kind = 'last_received' THEN at END FROM pruned_totals WHERE kind != 'delivered'
 ORDER BY 1`,
 		func(rows *sql.Rows) error {
 			var name, kind string
@@ -63,10 +63,6 @@ ORDER BY 1`,
 				ss.Divergent += n
 			case "quarantine", "pruned-quarantined":
 				ss.Quarantined += n
-			case "pruned-last_received":
-				if t := time.Unix(int64(n), 0).UTC(); t.After(ss.LastReceivedAt) {
-					ss.LastReceivedAt = t
-				}
 			}
 			if t, err := parseNullTime(last); err == nil && t.After(ss.LastReceivedAt) {
 				ss.LastReceivedAt = t
@@ -133,15 +129,14 @@ ORDER BY 1`,
 func (s *Store) LastAccepted(ctx context.Context, sources []string) (map[string]time.Time, error) {
 	out := make(map[string]time.Time, len(sources))
 	for _, src := range sources {
-		var at sql.NullString
-		var pruned sql.NullInt64
+		var at, pruned sql.NullString
 		err := s.rdb.QueryRowContext(ctx, `
 SELECT
 	(SELECT r.received_at FROM receipts r WHERE r.source = ?1
 		AND (r.kind = 'accepted' OR (r.kind = 'batch'
 			AND EXISTS (SELECT 1 FROM receipt_events re WHERE re.receipt_id = r.id AND re.kind = 'accepted')))
 		ORDER BY r.received_at DESC LIMIT 1),
-	(SELECT n FROM pruned_totals WHERE name = ?1 AND kind = 'last_accepted')`, src).Scan(&at, &pruned)
+	(SELECT at FROM pruned_totals WHERE name = ?1 AND kind = 'last_accepted')`, src).Scan(&at, &pruned)
 		if err != nil {
 			return nil, fmt.Errorf("last accepted of %s: %w", src, err)
 		}
@@ -149,7 +144,11 @@ SELECT
 		if err != nil {
 			return nil, fmt.Errorf("last accepted of %s: %w", src, err)
 		}
-		if p := unixTime(pruned); p.After(t) {
+		p, err := parseNullTime(pruned)
+		if err != nil {
+			return nil, fmt.Errorf("last accepted of %s: %w", src, err)
+		}
+		if p.After(t) {
 			t = p
 		}
 		if !t.IsZero() {

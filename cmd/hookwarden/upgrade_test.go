@@ -74,11 +74,12 @@ func MustOpenRaw(tb testing.TB, path string, params ...string) *sql.DB {
 
 // TestUpgradeFromEverySchemaVersion builds a database at every schema version
 // the project has shipped (migrations 1..N, as that release ran them), fills
-// it with representative rows (testdata/upgrade/vK.sql for every K <= N),
-// then opens it with the current code: the migrations run forward, every row
-// and every value of the old schema is still there, and the store works on
-// it: the dedup memory holds, due and expired-lease jobs are delivered with
-// their bodies, dead letters stay dead.
+// it with representative rows (upgradeRows), then opens it with the current
+// code: the migrations run forward, every row and every value of the old
+// schema is still there (converted where a migration changed its encoding:
+// the same instant), and the store works on it: the dedup memory holds, due
+// and expired-lease jobs are delivered with their bodies, dead letters stay
+// dead, a folded event keeps its summary.
 func TestUpgradeFromEverySchemaVersion(t *testing.T) {
 	ms := shippedMigrations(t)
 	for n := 1; n <= len(ms); n++ {
@@ -100,16 +101,15 @@ func TestUpgradeFromEverySchemaVersion(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for k := 1; k <= n; k++ {
-				b, err := os.ReadFile(filepath.Join("testdata", "upgrade", fmt.Sprintf("v%d.sql", k)))
-				if os.IsNotExist(err) && k > 1 {
-					continue // no new kind of row at this version
-				} else if err != nil {
+			for _, f := range upgradeRows(t, n) {
+				b, err := os.ReadFile(filepath.Join("testdata", "upgrade", f))
+				if err != nil {
 					t.Fatal(err)
 				}
 				if _, err := db.Exec(string(b)); err != nil {
-					t.Fatalf("representative rows v%d.sql on schema v%d: %v "+
-						"(a migration changed what an insert needs: add testdata/upgrade/v%d.sql)", k, n, err, n)
+					t.Fatalf("representative rows %s on schema v%d: %v "+
+						"(a migration changed what an insert needs: end the old file's range, vK-M.sql, and add testdata/upgrade/v%d.sql)",
+						f, n, err, n)
 				}
 			}
 			before := snapshot(t, db)
@@ -132,7 +132,7 @@ func TestUpgradeFromEverySchemaVersion(t *testing.T) {
 				t.Fatalf("schema version after open = %d, want %d", version, sqlitestore.SchemaVersion())
 			}
 			after := snapshot(t, st.DB())
-			compareSnapshots(t, before, after)
+			compareSnapshots(t, before, after, n)
 			var check string
 			if err := st.DB().QueryRow("PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
 				t.Fatalf("integrity_check = %q, %v", check, err)
@@ -147,8 +147,69 @@ func TestUpgradeFromEverySchemaVersion(t *testing.T) {
 				}
 			}
 			checkStoreWorks(t, st)
+			if n >= 5 {
+				checkFoldedSummary(t, st)
+			}
 			checkPruneWorks(t, st)
 		})
+	}
+}
+
+// upgradeRows lists the files of representative rows for schema version n,
+// in version order: vK.sql applies to every version from K on, vK-M.sql to
+// versions K to M (rows whose encoding a later migration changed; the file
+// for M+1 on holds them in the new encoding). v1.sql must exist.
+func upgradeRows(t *testing.T, n int) []string {
+	t.Helper()
+	names, err := fs.Glob(os.DirFS(filepath.Join("testdata", "upgrade")), "v*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type file struct {
+		name     string
+		from, to int
+	}
+	var files []file
+	for _, name := range names {
+		r := strings.TrimSuffix(strings.TrimPrefix(name, "v"), ".sql")
+		lo, hi, ranged := strings.Cut(r, "-")
+		from, err := strconv.Atoi(lo)
+		if err != nil {
+			t.Fatalf("testdata/upgrade/%s: want vK.sql or vK-M.sql", name)
+		}
+		to := 1 << 30
+		if ranged {
+			if to, err = strconv.Atoi(hi); err != nil || to < from {
+				t.Fatalf("testdata/upgrade/%s: want vK.sql or vK-M.sql, K <= M", name)
+			}
+		}
+		files = append(files, file{name, from, to})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].from < files[j].from })
+	if len(files) == 0 || files[0].name != "v1.sql" {
+		t.Fatal("testdata/upgrade/v1.sql is missing")
+	}
+	var out []string
+	for _, f := range files {
+		if f.from <= n && n <= f.to {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// checkFoldedSummary reads evt_folded (v5-7.sql, v8.sql) through the store:
+// the instants written as Unix seconds before schema 8 and as text since
+// are the same after the upgrade.
+func checkFoldedSummary(t *testing.T, st *sqlitestore.Store) {
+	t.Helper()
+	d, err := st.ShowEvent(context.Background(), "stripe", "evt_folded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.SummaryOnly || !d.PrunedAt.Equal(time.Unix(1735689600, 0)) || !d.LastReceivedAt.Equal(time.Unix(1733011260, 0)) ||
+		!d.DeliveredAt.Equal(time.Unix(1733011205, 0)) || d.Receipts != 2 || d.Jobs != 1 || d.Attempts != 1 {
+		t.Errorf("evt_folded after the upgrade: %+v", d.EventSummary)
 	}
 }
 
@@ -320,9 +381,44 @@ func snapshot(t *testing.T, db *sql.DB) map[string]table {
 	return out
 }
 
+// textTime is a time as the schema stores it since version 1 (every column
+// since version 8).
+func textTime(unix int64) string {
+	return time.Unix(unix, 0).UTC().Format("2006-01-02T15:04:05.000000Z")
+}
+
+// converted gives, for a row of table as schema version from held it, the
+// values the upgrade must have changed, as they must read now: schema 8 turned
+// the Unix seconds of schema 5 into text (the same instant) and retired the
+// integer columns.
+func converted(from int, table string, row map[string]any) map[string]any {
+	if from < 5 || from >= 8 {
+		return nil
+	}
+	out := map[string]any{}
+	switch table {
+	case "events":
+		for _, c := range []string{"pruned_at", "last_received_at", "delivered_at"} {
+			if v, ok := row[c].(int64); ok {
+				out[c] = textTime(v)
+			}
+			out["retired_"+c] = nil
+		}
+	case "pruned_totals":
+		if k := row["kind"]; k == "last_received" || k == "last_accepted" {
+			out["n"], out["at"] = int64(0), textTime(row["n"].(int64))
+		} else {
+			out["at"] = nil
+		}
+	}
+	return out
+}
+
 // compareSnapshots checks that every row of every old table survived with
-// every old column's value; new tables and columns may hold anything.
-func compareSnapshots(t *testing.T, before, after map[string]table) {
+// every old column's value (converted, where schema version from stored it
+// in an encoding a later migration changed); other new columns and new
+// tables may hold anything.
+func compareSnapshots(t *testing.T, before, after map[string]table, from int) {
 	t.Helper()
 	for name, old := range before {
 		cur, ok := after[name]
@@ -338,14 +434,27 @@ func compareSnapshots(t *testing.T, before, after map[string]table) {
 			continue
 		}
 		for i, row := range old.rows {
+			conv := converted(from, name, row)
 			for _, c := range old.cols {
 				got, ok := cur.rows[i][c]
 				if !ok {
 					t.Errorf("table %s: column %s was dropped by the upgrade", name, c)
 					continue
 				}
-				if !reflect.DeepEqual(got, row[c]) {
-					t.Errorf("table %s row %d column %s: %v before the upgrade, %v after", name, i+1, c, row[c], got)
+				want, changed := conv[c]
+				if !changed {
+					want = row[c]
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("table %s row %d column %s: %v before the upgrade, %v after, want %v", name, i+1, c, row[c], got, want)
+				}
+			}
+			for c, want := range conv {
+				if _, old := row[c]; old {
+					continue
+				}
+				if got, ok := cur.rows[i][c]; !ok || !reflect.DeepEqual(got, want) {
+					t.Errorf("table %s row %d new column %s: %v after the upgrade, want %v", name, i+1, c, got, want)
 				}
 			}
 		}

@@ -1,4 +1,5 @@
--- Schema version 5 folds finished events into their claims (the payload tier
+-- Schema versions 5 to 7 (Unix-seconds times; v8.sql has these rows for 8
+-- on): version 5 folds finished events into their claims (the payload tier
 -- of retention): evt_folded kept only its claim and a summary; pruned_totals
 -- counts what went with it; evt_dead waits in prune_held.
 INSERT INTO events (id, source, event_id, event_type, claimed_at, body_sha256, body,
