@@ -392,17 +392,25 @@ func (s *Store) ReleaseQuarantined(ctx context.Context, rel hookwarden.Release) 
 
 // DropQuarantined deletes a held request (its quarantine row and its held
 // receipt). A released one's event keeps its own copy.
-// audit, when set, is recorded in the same transaction.
+// Its copies stay counted in stats, as after retention. audit, when set,
+// is recorded in the same transaction.
 func (s *Store) DropQuarantined(ctx context.Context, receiptID int64, audit *hookwarden.AuditEntry) error {
 	var found bool
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		n := 0
-		if err := execCount(ctx, tx, &n, `DELETE FROM quarantine WHERE receipt_id = ?`, receiptID); err != nil {
+		var source, last string
+		var count int64
+		err := tx.QueryRowContext(ctx, `DELETE FROM quarantine WHERE receipt_id = ? RETURNING source, count, last_at`,
+			receiptID).Scan(&source, &count, &last)
+		if errors.Is(err, sql.ErrNoRows) {
+			found = false
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("drop quarantined request: %w", err)
 		}
-		found = n > 0
-		if !found {
-			return nil
+		found = true
+		if err := foldHeldTx(ctx, tx, source, count, last); err != nil {
+			return err
 		}
 		if err := execCount(ctx, tx, nil, `DELETE FROM receipts WHERE id = ? AND kind = 'quarantined'`, receiptID); err != nil {
 			return fmt.Errorf("drop quarantined receipt: %w", err)
@@ -507,17 +515,9 @@ func (s *Store) pruneQuarantine(ctx context.Context, opt hookwarden.PruneOptions
 			if n == 0 {
 				return nil
 			}
-			// stats keeps counting what retention removed.
 			for source, t := range totals {
-				for _, kv := range []struct {
-					kind string
-					n    int64
-					at   any
-				}{{"quarantined", t.n, nil}, {"last_received", 0, t.last}} {
-					if _, err := tx.ExecContext(ctx, `INSERT INTO pruned_totals (name, kind, n, at) VALUES (?1, ?2, ?3, ?4) `+totalsUpsert,
-						source, kv.kind, kv.n, kv.at); err != nil {
-						return fmt.Errorf("fold totals: %w", err)
-					}
+				if err := foldHeldTx(ctx, tx, source, t.n, t.last); err != nil {
+					return err
 				}
 			}
 			if err := execCount(ctx, tx, nil, `DELETE FROM receipts WHERE id IN (SELECT value FROM json_each(?)) AND kind = 'quarantined'`,
@@ -556,6 +556,23 @@ func (s *Store) pruneTokens(ctx context.Context, opt hookwarden.PruneOptions, no
 	})
 	if err != nil {
 		return fmt.Errorf("prune seen tokens: %w", err)
+	}
+	return nil
+}
+
+// foldHeldTx keeps in pruned_totals what removing held requests of source
+// takes away (count copies, the last at last), so stats keep counting them
+// after retention or an operator's drop.
+func foldHeldTx(ctx context.Context, tx *sql.Tx, source string, count int64, last string) error {
+	for _, kv := range []struct {
+		kind string
+		n    int64
+		at   any
+	}{{"quarantined", count, nil}, {"last_received", 0, last}} {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO pruned_totals (name, kind, n, at) VALUES (?1, ?2, ?3, ?4) `+totalsUpsert,
+			source, kv.kind, kv.n, kv.at); err != nil {
+			return fmt.Errorf("fold totals: %w", err)
+		}
 	}
 	return nil
 }

@@ -189,11 +189,16 @@ func testRelease(t *testing.T, h Harness) {
 	}
 }
 
-// testDrop: a dropped request is gone; dropping it again is not found.
+// testDrop: a dropped request is gone, but its copies stay counted in stats
+// (as after retention); dropping it again is not found.
 func testDrop(t *testing.T, h Harness) {
 	f := setup(t, h)
 	keep := f.record("std", "", `{"keep":1}`)
 	drop := f.record("std", "", `{"drop":1}`)
+	f.record("std", "", `{"drop":1}`) // a repeat: counted on the same row
+	if s := f.stats([]string{"std"}, nil).Sources[0]; s.Quarantined != 3 {
+		t.Fatalf("quarantined before drop: %d, want 3", s.Quarantined)
+	}
 	if err := f.s.DropQuarantined(f.ctx, drop.ReceiptID, cliAudit()); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +207,9 @@ func testDrop(t *testing.T, h Harness) {
 	}
 	if items := f.held("std"); len(items) != 1 || items[0].ReceiptID != keep.ReceiptID {
 		t.Fatalf("held after drop: %+v, want only the other request", items)
+	}
+	if s := f.stats([]string{"std"}, nil).Sources[0]; s.Quarantined != 3 {
+		t.Fatalf("quarantined after drop: %d, want 3 (stats count what was received)", s.Quarantined)
 	}
 	if err := f.s.DropQuarantined(f.ctx, drop.ReceiptID, nil); !errors.Is(err, hookwarden.ErrNotFound) {
 		t.Fatalf("second drop: %v, want ErrNotFound", err)
