@@ -119,7 +119,7 @@ func TestReserveStartRelease(t *testing.T) {
 	job := q.jobs[0].job
 	q.mu.Unlock()
 	job.Attempt = 1
-	a.Start(job)
+	a.Hand(job)
 	select {
 	case j := <-got:
 		if j.ID != id || j.Attempt != 1 {

@@ -358,7 +358,7 @@ const unleaseTimeout = 5 * time.Second
 // and, when the queue can, the job's lease too, so that the pool taking over
 // after a reload finds it due at once rather than when the lease ends (else
 // it is released at the next start).
-func (d *dispatcher) Start(job hookwarden.Job) {
+func (d *dispatcher) Hand(job hookwarden.Job) {
 	p := d.p
 	d.mu.Lock()
 	if !d.accepting {

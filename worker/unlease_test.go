@@ -29,9 +29,9 @@ type drainingSlot struct {
 	drain func()
 }
 
-func (s drainingSlot) Start(job hookwarden.Job) {
+func (s drainingSlot) Hand(job hookwarden.Job) {
 	s.drain()
-	s.Slot.Start(job)
+	s.Slot.Hand(job)
 }
 
 type drainOnReserve struct {
