@@ -47,8 +47,8 @@ const (
 // DefaultBackoff is used for the zero fields of a Destination's Backoff.
 var DefaultBackoff = Backoff{Initial: time.Second, Max: time.Hour}
 
-// Queue is the part of the store the workers need. Package sqlitestore
-// implements it.
+// Queue is the part of the store the workers use, all of it. Package
+// sqlitestore implements it.
 type Queue interface {
 	// Lease marks up to max due pending jobs of the destination as in flight
 	// until now+leaseFor (an expired lease makes the job due again: no
@@ -58,6 +58,15 @@ type Queue interface {
 	// Finish records the attempt and applies its Verdict: Delivered, Retry
 	// (due again at a.RetryAt), Dead.
 	Finish(ctx context.Context, a hookwarden.Attempt) error
+	// FinishAndLease is Finish, then Lease of up to max jobs of the
+	// destination, in one write (both happen or neither): a slot that stays
+	// busy costs one commit per delivery instead of two.
+	FinishAndLease(ctx context.Context, a hookwarden.Attempt, destination string, max int, leaseFor time.Duration) ([]hookwarden.Job, error)
+	// Unlease gives back the lease of a job the store handed to a slot
+	// (hookwarden.Slot) whose dispatcher began draining: the attempt is not
+	// counted and the job is due now. A job leased again or finished since
+	// is left alone.
+	Unlease(ctx context.Context, job hookwarden.Job) error
 	// NextDue is the earliest due time of a pending job of the destination
 	// (ok=false: none). A cheap indexed read.
 	NextDue(ctx context.Context, destination string) (t time.Time, ok bool, err error)
