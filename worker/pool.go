@@ -103,6 +103,7 @@ type Pool struct {
 
 	opTimeout  time.Duration // queueOpTimeout; tests shorten it
 	wedgeAfter time.Duration
+	slack      time.Duration // handoffSlack; tests shorten it
 }
 
 type poolState int
@@ -141,7 +142,7 @@ func New(q Queue, dests []Destination, opt Options) *Pool {
 	if opt.Rand == nil {
 		opt.Rand = rand.Float64
 	}
-	p := &Pool{q: q, opt: opt, log: opt.Logger, opTimeout: queueOpTimeout}
+	p := &Pool{q: q, opt: opt, log: opt.Logger, opTimeout: queueOpTimeout, slack: handoffSlack}
 	p.wedgeAfter = p.opTimeout + 3*opt.PollInterval
 	empty := map[string]*dispatcher{}
 	p.active.Store(&empty)
@@ -379,7 +380,7 @@ func (p *Pool) Healthy() error {
 
 // handoffLimit is how long a successor may wait for its predecessor to drain.
 func (p *Pool) handoffLimit() time.Duration {
-	return max(p.opt.DrainTimeout, 0) + handoffSlack
+	return max(p.opt.DrainTimeout, 0) + p.slack
 }
 
 // fingerprint is what makes a destination the same across Apply calls: its

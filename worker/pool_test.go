@@ -417,3 +417,37 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestHealthyReportsStuckHandOver: a successor waiting for its predecessor
+// to drain is healthy for the drain timeout plus some slack, then reported;
+// once the predecessor stops, the successor runs and the pool is healthy.
+func TestHealthyReportsStuckHandOver(t *testing.T) {
+	t.Parallel()
+	q := newMemQueue(nil)
+	q.add("s/app", "evt_1", nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	stuck := deliverFunc(func(context.Context, *hookwarden.Job) Result {
+		close(started)
+		<-release // ignores its context, even past the drain timeout
+		return Result{Class: Success}
+	})
+	p := New(q, []Destination{{Name: "s/app", Deliverer: stuck, Concurrency: 1, Timeout: time.Hour}},
+		Options{PollInterval: 10 * time.Millisecond, DrainTimeout: 20 * time.Millisecond})
+	p.slack = 50 * time.Millisecond
+	MustOpen(t, p)
+	<-started
+	ok := deliverFunc(func(context.Context, *hookwarden.Job) Result { return Result{Class: Success} })
+	if ch, err := p.Apply([]Destination{{Name: "s/app", Deliverer: ok, Concurrency: 1}}); err != nil || ch.Replaced != 1 {
+		t.Fatalf("Apply = %+v, %v; want the destination replaced", ch, err)
+	}
+	if err := p.Healthy(); err != nil {
+		t.Fatalf("Healthy at the start of the hand-over = %v", err)
+	}
+	waitFor(t, "the stuck hand-over reported", func() bool {
+		err := p.Healthy()
+		return err != nil && strings.Contains(err.Error(), "waiting") && strings.Contains(err.Error(), "to drain")
+	})
+	close(release)
+	waitFor(t, "healthy once the predecessor stopped", func() bool { return p.Healthy() == nil })
+	q.MustAttempt(t)
+}

@@ -48,7 +48,7 @@ type App struct {
 	hookSrv, adminSrv *http.Server
 	hookLn, adminLn   net.Listener
 	runID             int64
-	owner             *sqlitestore.OwnerLock // held from Start to the end of closeAll
+	owner             *sqlitestore.OwnerLock // held from Open to the end of closeAll
 	certs             *certReloader          // nil without tls.cert/tls.key
 	reloadMu          sync.Mutex             // one Reload at a time
 
