@@ -71,8 +71,8 @@ func (p *Pool) newDispatcher(dest Destination) *dispatcher {
 			dest.Timeout = md.MaxDuration()
 		}
 	}
-	if dest.Timeout <= 0 {
-		dest.Timeout = DefaultTimeout
+	if dest.Timeout <= 0 { // a deliverer with no timeout of its own: as HTTP's
+		dest.Timeout = DefaultHTTPTimeout
 	}
 	longest = max(longest, dest.Timeout)
 	return &dispatcher{

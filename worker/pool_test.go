@@ -394,7 +394,7 @@ func TestPoolLeaseCoversLongestAttempt(t *testing.T) {
 	for name, want := range map[string]time.Duration{
 		"s/cmd":   time.Minute + 10*time.Second + 30*time.Second,
 		"s/http":  10*time.Second + 30*time.Second,
-		"s/func":  DefaultTimeout + 30*time.Second,
+		"s/func":  DefaultHTTPTimeout + 30*time.Second,
 		"unknown": 0,
 	} {
 		if got := p.LeaseFor(name); got != want {

@@ -25,20 +25,21 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// Defaults applied by New when a Destination leaves a field zero. The config
-// layer may apply its own per-kind defaults first (see DefaultCommandConcurrency).
+// The delivery defaults, written here only: the config layer fills a
+// destination's unset keys with them (config.ApplyDefaults), and the pool
+// applies them to a Destination's zero fields. DefaultHTTPTimeout and
+// DefaultCommandTimeout are with their deliverers (http.go, command.go).
+// docs/reference.md lists them; a test in internal/config keeps it true.
 const (
 	// DefaultMaxAttempts: with the default backoff, 12 attempts span roughly
 	// half a day to a day of retries before a job is dead-lettered.
 	DefaultMaxAttempts = 12
-	// DefaultTimeout bounds one attempt when a Destination has no Timeout.
-	DefaultTimeout = 30 * time.Second
-	// DefaultHTTPConcurrency is the concurrency the config layer should use for
-	// an HTTP destination without one: small, because the app is usually local
+	// DefaultHTTPConcurrency is the concurrency the config layer uses for an
+	// HTTP destination without one: small, because the app is usually local
 	// and a retry storm should not overwhelm it (PITFALLS 15).
 	DefaultHTTPConcurrency = 4
-	// DefaultCommandConcurrency is the concurrency the config layer should use
-	// for a command destination without one. Commands are run one at a time by
+	// DefaultCommandConcurrency is the concurrency the config layer uses for
+	// a command destination without one. Commands are run one at a time by
 	// default: scripts are rarely written to run concurrently (shared files,
 	// locks, a single-threaded tool behind them), and each one is a process.
 	DefaultCommandConcurrency = 1
@@ -151,7 +152,8 @@ type Destination struct {
 	MaxAttempts int
 	Backoff     Backoff
 	// Timeout bounds one attempt (the pool cancels the deliverer's context);
-	// default DefaultTimeout. The lease is derived from it (PITFALLS 16).
+	// default the deliverer's own (HTTP and Command enforce theirs), else
+	// DefaultHTTPTimeout. The lease is derived from it (PITFALLS 16).
 	Timeout time.Duration
 }
 
