@@ -8,9 +8,14 @@
 //     (timeout + kill grace + Options.LeaseMargin), so a job is never in
 //     flight twice at once, and a job whose process died becomes due again
 //     when its lease expires.
-//   - At most Destination.Concurrency attempts per destination are in flight.
+//   - At most Destination.Concurrency attempts per destination are in flight,
+//     across Pool.Apply too: a changed destination's new dispatcher starts
+//     only once the old one drained.
+//   - The pool alone schedules: it starts, hands over and stops the
+//     dispatchers, reports their health, and closes each deliverer it was
+//     given when that is no longer used.
 //   - Every attempt, including one cut short by shutdown, is recorded with
-//     Queue.Finish: time, duration, status or exit code, error, capped response.
+//     Queue.Finish (or FinishAndLease): time, duration, status or exit code, error, capped response.
 //   - Delivery is at-least-once, always with the same idempotency key
 //     ("SOURCE:EVENT_ID"), so an app that honours the key sees each effect once.
 //   - A panic (or runtime.Goexit) in a Deliverer is a transient failure of that
