@@ -177,12 +177,12 @@ type Attempt struct {
 
 // Slot is a delivery slot of a destination, reserved for a job the store is
 // about to create. The store creates the job already leased for LeaseFor and,
-// once that is committed, hands it over with Start; if the job is not
-// committed, it gives the slot back with Release. Exactly one of Start and
+// once that is committed, hands it over with Hand; if the job is not
+// committed, it gives the slot back with Release. Exactly one of Hand and
 // Release is called, and neither may block.
 type Slot interface {
 	LeaseFor() time.Duration
-	Start(job Job)
+	Hand(job Job)
 	Release()
 }
 

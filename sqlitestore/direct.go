@@ -42,7 +42,7 @@ func (s *Store) reserve(destination string, now time.Time) (slot hookwarden.Slot
 func handOver(jobs []handed, committed bool) {
 	for _, h := range jobs {
 		if committed {
-			h.slot.Start(h.job)
+			h.slot.Hand(h.job)
 		} else {
 			h.slot.Release()
 		}

@@ -23,7 +23,7 @@ type slots struct {
 type slot struct{ p *slots }
 
 func (s slot) LeaseFor() time.Duration { return time.Minute }
-func (s slot) Start(j hookwarden.Job) {
+func (s slot) Hand(j hookwarden.Job) {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
 	s.p.started = append(s.p.started, j)

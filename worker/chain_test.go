@@ -9,27 +9,26 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// chainQueue is a memQueue that can record an attempt and lease the next
-// job in one call, as sqlitestore does.
+// chainQueue is a memQueue that counts the jobs leased by finishing
+// attempts (FinishAndLease) and the dispatcher's leases.
 type chainQueue struct {
 	*memQueue
 	chained, leases atomic.Int32
 }
 
-var _ finishLeaser = (*chainQueue)(nil)
-
-func (q *chainQueue) Lease(ctx context.Context, dest string, limit int, leaseFor time.Duration) ([]hookwarden.Job, error) {
-	q.leases.Add(1)
-	return q.memQueue.Lease(ctx, dest, limit, leaseFor)
-}
-
-func (q *chainQueue) FinishAndLease(ctx context.Context, a hookwarden.Attempt, dest string, limit int, leaseFor time.Duration) ([]hookwarden.Job, error) {
-	if err := q.memQueue.Finish(ctx, a); err != nil {
-		return nil, err
+func newChainQueue() *chainQueue {
+	q := &chainQueue{memQueue: newMemQueue(nil)}
+	lease, finishAndLease := q.LeaseFunc, q.FinishAndLeaseFunc
+	q.LeaseFunc = func(ctx context.Context, dest string, limit int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+		q.leases.Add(1)
+		return lease(ctx, dest, limit, leaseFor)
 	}
-	jobs, err := q.memQueue.Lease(ctx, dest, limit, leaseFor)
-	q.chained.Add(int32(len(jobs)))
-	return jobs, err
+	q.FinishAndLeaseFunc = func(ctx context.Context, a hookwarden.Attempt, dest string, limit int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+		jobs, err := finishAndLease(ctx, a, dest, limit, leaseFor)
+		q.chained.Add(int32(len(jobs)))
+		return jobs, err
+	}
+	return q
 }
 
 // TestChainedAttemptsKeepTheLimit: with a queue that leases in the write
@@ -38,7 +37,7 @@ func (q *chainQueue) FinishAndLease(ctx context.Context, a hookwarden.Attempt, d
 func TestChainedAttemptsKeepTheLimit(t *testing.T) {
 	t.Parallel()
 	const concurrency, jobs = 3, 30
-	q := &chainQueue{memQueue: newMemQueue(nil)}
+	q := newChainQueue()
 	ids := q.addN(jobs)
 	var g peakGauge
 	var calls atomic.Int32
@@ -50,7 +49,7 @@ func TestChainedAttemptsKeepTheLimit(t *testing.T) {
 	})
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Concurrency: concurrency}},
 		Options{PollInterval: 10 * time.Millisecond})
-	MustRun(t, p)
+	MustOpen(t, p)
 	for _, id := range ids {
 		if got := q.MustFinal(t, id); got[len(got)-1].Verdict != hookwarden.Delivered {
 			t.Fatalf("job %d ended %s", id, got[len(got)-1].Verdict)
@@ -72,7 +71,7 @@ func TestChainedAttemptsKeepTheLimit(t *testing.T) {
 // its verdict but leases nothing more.
 func TestDrainStopsChaining(t *testing.T) {
 	t.Parallel()
-	q := &chainQueue{memQueue: newMemQueue(nil)}
+	q := newChainQueue()
 	first := q.add("s/app", "evt_first", nil)
 	second := q.add("s/app", "evt_second", nil)
 	started, release := make(chan struct{}), make(chan struct{})
@@ -85,7 +84,7 @@ func TestDrainStopsChaining(t *testing.T) {
 	})
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Concurrency: 1}},
 		Options{PollInterval: time.Hour, DrainTimeout: 10 * time.Second})
-	stop := MustRun(t, p)
+	stop := MustOpen(t, p)
 	<-started
 	go func() { time.Sleep(50 * time.Millisecond); close(release) }()
 	stop() // drains: the first attempt finishes, nothing else starts

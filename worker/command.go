@@ -102,6 +102,10 @@ func NewCommand(cfg CommandConfig) (*Command, error) {
 	return c, nil
 }
 
+// settings is what makes two commands the same (Pool.Apply): every field,
+// the inherited environment included.
+func (c *Command) settings() any { return *c }
+
 // MaxDuration is the longest one run can take, kill grace included; the
 // pool's lease covers it.
 func (c *Command) MaxDuration() time.Duration { return c.timeout + 2*c.grace }

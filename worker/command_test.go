@@ -102,7 +102,7 @@ func TestCommandExit65IsDeadAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	script := MustScript(t, dir, "poison.sh", `echo "bad payload" >&2; exit 65`)
 	q := newMemQueue(nil)
-	MustRun(t, New(q, []Destination{{Name: "s/cmd", Deliverer: MustCommand(t, CommandConfig{Argv: []string{script}}),
+	MustOpen(t, New(q, []Destination{{Name: "s/cmd", Deliverer: MustCommand(t, CommandConfig{Argv: []string{script}}),
 		Concurrency: DefaultCommandConcurrency}}, Options{PollInterval: 10 * time.Millisecond}))
 	id := q.add("s/cmd", "evt_1", nil)
 	got := q.MustFinal(t, id)
@@ -125,7 +125,7 @@ echo "failing run $n" >&2
 exit 1
 `)
 	q := newMemQueue(nil)
-	MustRun(t, New(q, []Destination{{Name: "s/cmd", Deliverer: MustCommand(t, CommandConfig{Argv: []string{script, dir}}),
+	MustOpen(t, New(q, []Destination{{Name: "s/cmd", Deliverer: MustCommand(t, CommandConfig{Argv: []string{script, dir}}),
 		Backoff: Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}, Options{PollInterval: 10 * time.Millisecond}))
 	id := q.add("s/cmd", "evt_1", nil)
 	got := q.MustFinal(t, id)
@@ -274,7 +274,7 @@ rmdir "$1/lock"
 	for i := range 5 {
 		ids = append(ids, q.add("s/cmd", fmt.Sprint("evt_", i), nil))
 	}
-	MustRun(t, New(q, []Destination{{Name: "s/cmd", Deliverer: MustCommand(t, CommandConfig{Argv: []string{script, dir}}),
+	MustOpen(t, New(q, []Destination{{Name: "s/cmd", Deliverer: MustCommand(t, CommandConfig{Argv: []string{script, dir}}),
 		Concurrency: DefaultCommandConcurrency}}, Options{PollInterval: 10 * time.Millisecond}))
 	for _, id := range ids {
 		if got := q.MustFinal(t, id); got[len(got)-1].Verdict != hookwarden.Delivered {

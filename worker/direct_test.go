@@ -17,25 +17,30 @@ type gatedQueue struct {
 	waiting atomic.Int32
 }
 
-func (q *gatedQueue) Finish(ctx context.Context, a hookwarden.Attempt) error {
-	q.waiting.Add(1)
-	select {
-	case <-q.gate:
-	case <-ctx.Done():
-		return ctx.Err()
+func newGatedQueue() *gatedQueue {
+	q := &gatedQueue{memQueue: newMemQueue(nil), gate: make(chan struct{})}
+	finish := q.FinishFunc
+	q.FinishFunc = func(ctx context.Context, a hookwarden.Attempt) error {
+		q.waiting.Add(1)
+		select {
+		case <-q.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return finish(ctx, a)
 	}
-	return q.memQueue.Finish(ctx, a)
+	return q
 }
 
 // TestSlotFreedBeforeFinishCommits: a wide destination's slot takes its
 // next job as soon as the delivery returned, while the attempt is still
 // being recorded, so delivery is not paced by commits. The limit still
-// holds, and Run waits for the pending records before it returns.
+// holds, and Close waits for the pending records before it returns.
 func TestSlotFreedBeforeFinishCommits(t *testing.T) {
 	t.Parallel()
 	const concurrency = chainMaxConcurrency + 1
 	const jobs = 3 * concurrency
-	q := &gatedQueue{memQueue: newMemQueue(nil), gate: make(chan struct{})}
+	q := newGatedQueue()
 	ids := q.addN(jobs)
 	var g peakGauge
 	var delivered atomic.Int32
@@ -46,7 +51,7 @@ func TestSlotFreedBeforeFinishCommits(t *testing.T) {
 	})
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Concurrency: concurrency}},
 		Options{PollInterval: 10 * time.Millisecond})
-	stop := MustRun(t, p)
+	stop := MustOpen(t, p)
 	deadline := time.Now().Add(10 * time.Second)
 	for delivered.Load() < jobs && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -61,7 +66,7 @@ func TestSlotFreedBeforeFinishCommits(t *testing.T) {
 	go func() { stop(); close(stopped) }()
 	select {
 	case <-stopped:
-		t.Fatal("Run returned with attempts not yet recorded")
+		t.Fatal("Close returned with attempts not yet recorded")
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(q.gate)
@@ -73,11 +78,11 @@ func TestSlotFreedBeforeFinishCommits(t *testing.T) {
 	}
 }
 
-// TestReserveStartRelease: the store's Direct hand-over shares the
+// TestReserveHandRelease: the store's Direct hand-over shares the
 // destination's slots with the dispatcher: Reserve takes one (none when all
-// are taken), Start runs the committed job in it, Release gives it back, and
+// are taken), Hand runs the committed job in it, Release gives it back, and
 // a pool that stopped reserves nothing.
-func TestReserveStartRelease(t *testing.T) {
+func TestReserveHandRelease(t *testing.T) {
 	t.Parallel()
 	q := newMemQueue(nil)
 	block := make(chan struct{})
@@ -90,9 +95,9 @@ func TestReserveStartRelease(t *testing.T) {
 	// No polling: the dispatcher leases only at start and when a slot frees.
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Concurrency: 2}}, Options{PollInterval: time.Hour})
 	if _, ok := p.Reserve("s/app"); ok {
-		t.Fatal("Reserve succeeded before Run")
+		t.Fatal("Reserve succeeded before Open")
 	}
-	stop := MustRun(t, p)
+	stop := MustOpen(t, p)
 	// The dispatcher's first lease holds the free slots while it asks the
 	// store; wait for it to give them back.
 	var a hookwarden.Slot
@@ -119,14 +124,14 @@ func TestReserveStartRelease(t *testing.T) {
 	job := q.jobs[0].job
 	q.mu.Unlock()
 	job.Attempt = 1
-	a.Start(job)
+	a.Hand(job)
 	select {
 	case j := <-got:
 		if j.ID != id || j.Attempt != 1 {
 			t.Fatalf("delivered %+v, want job %d attempt 1", j, id)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Start did not run the job")
+		t.Fatal("Hand did not run the job")
 	}
 	b.Release() // the dispatcher may briefly hold it for a lease
 	var c hookwarden.Slot
@@ -143,6 +148,6 @@ func TestReserveStartRelease(t *testing.T) {
 	}
 	stop()
 	if _, ok := p.Reserve("s/app"); ok {
-		t.Error("Reserve succeeded after Run returned")
+		t.Error("Reserve succeeded after Close")
 	}
 }

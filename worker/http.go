@@ -54,6 +54,7 @@ type HTTPConfig struct {
 // HTTP delivers a job by POSTing its original body to a URL. It is safe for
 // concurrent use.
 type HTTP struct {
+	cfg     HTTPConfig // defaults applied: what Pool.Apply compares
 	url     string
 	timeout time.Duration
 	secret  string
@@ -92,7 +93,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		client = http.Client{Transport: newTransport(cfg.Timeout, cfg.Concurrency), Timeout: cfg.Timeout}
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &HTTP{url: cfg.URL, timeout: cfg.Timeout, secret: cfg.SigningSecret, ua: cfg.UserAgent, client: &client}, nil
+	return &HTTP{cfg: cfg, url: cfg.URL, timeout: cfg.Timeout, secret: cfg.SigningSecret, ua: cfg.UserAgent, client: &client}, nil
 }
 
 func newTransport(timeout time.Duration, slots int) *http.Transport {
@@ -116,6 +117,10 @@ func newTransport(timeout time.Duration, slots int) *http.Transport {
 
 // MaxDuration is the longest one attempt can take; the pool's lease covers it.
 func (h *HTTP) MaxDuration() time.Duration { return h.timeout }
+
+// settings is what makes two HTTP deliverers the same (Pool.Apply): the
+// configuration, a Client given by the caller compared by identity.
+func (h *HTTP) settings() any { return h.cfg }
 
 // Close closes idle keep-alive connections.
 func (h *HTTP) Close() error {

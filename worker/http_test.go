@@ -288,7 +288,7 @@ func httpPool(t *testing.T, app *httptest.Server, dest Destination, opt Options)
 		dest.Backoff = Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}
 	}
 	opt.PollInterval = 10 * time.Millisecond
-	MustRun(t, New(q, []Destination{dest}, opt))
+	MustOpen(t, New(q, []Destination{dest}, opt))
 	return q
 }
 

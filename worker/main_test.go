@@ -18,9 +18,45 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// memQueue is an in-memory Queue with the store's lease semantics: a job is
-// due when pending, past its due time and not under an unexpired lease.
+// fakeQueue is a Queue made of function fields, so that a test replaces
+// only the method it wants to change (wrap the old value to keep it).
+type fakeQueue struct {
+	LeaseFunc          func(ctx context.Context, dest string, max int, leaseFor time.Duration) ([]hookwarden.Job, error)
+	FinishFunc         func(ctx context.Context, a hookwarden.Attempt) error
+	FinishAndLeaseFunc func(ctx context.Context, a hookwarden.Attempt, dest string, max int, leaseFor time.Duration) ([]hookwarden.Job, error)
+	UnleaseFunc        func(ctx context.Context, job hookwarden.Job) error
+	NextDueFunc        func(ctx context.Context, dest string) (time.Time, bool, error)
+}
+
+var _ Queue = (*fakeQueue)(nil)
+
+func (q *fakeQueue) Lease(ctx context.Context, dest string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	return q.LeaseFunc(ctx, dest, max, leaseFor)
+}
+
+func (q *fakeQueue) Finish(ctx context.Context, a hookwarden.Attempt) error {
+	return q.FinishFunc(ctx, a)
+}
+
+func (q *fakeQueue) FinishAndLease(ctx context.Context, a hookwarden.Attempt, dest string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	return q.FinishAndLeaseFunc(ctx, a, dest, max, leaseFor)
+}
+
+func (q *fakeQueue) Unlease(ctx context.Context, job hookwarden.Job) error {
+	return q.UnleaseFunc(ctx, job)
+}
+
+func (q *fakeQueue) NextDue(ctx context.Context, dest string) (time.Time, bool, error) {
+	return q.NextDueFunc(ctx, dest)
+}
+
+// memQueue is an in-memory store behind a fakeQueue whose functions it sets,
+// with the store's lease semantics: a job is due when pending, past its due
+// time and not under an unexpired lease. It implements every method the
+// store does, FinishAndLease and Unlease included, so the pool takes the
+// paths it takes in production.
 type memQueue struct {
+	fakeQueue
 	mu       sync.Mutex
 	now      func() time.Time
 	jobs     []*memJob
@@ -49,11 +85,14 @@ func newMemQueue(now func() time.Time) *memQueue {
 	if now == nil {
 		now = time.Now
 	}
-	return &memQueue{
+	q := &memQueue{
 		now:      now,
 		finished: make(chan hookwarden.Attempt, 1000),
 		idle:     make(chan struct{}, 100),
 	}
+	q.fakeQueue = fakeQueue{LeaseFunc: q.lease, FinishFunc: q.finish, FinishAndLeaseFunc: q.finishAndLease,
+		UnleaseFunc: q.unlease, NextDueFunc: q.nextDue}
+	return q
 }
 
 // add creates a pending job due now and returns its id.
@@ -74,7 +113,7 @@ func (q *memQueue) add(dest, eventID string, body []byte) int64 {
 	return q.nextID
 }
 
-func (q *memQueue) Lease(ctx context.Context, dest string, limit int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+func (q *memQueue) lease(ctx context.Context, dest string, limit int, leaseFor time.Duration) ([]hookwarden.Job, error) {
 	if q.leaseFn != nil {
 		if err := q.leaseFn(ctx); err != nil {
 			return nil, err
@@ -101,7 +140,7 @@ func (q *memQueue) Lease(ctx context.Context, dest string, limit int, leaseFor t
 	return out, nil
 }
 
-func (q *memQueue) Finish(_ context.Context, a hookwarden.Attempt) error {
+func (q *memQueue) finish(_ context.Context, a hookwarden.Attempt) error {
 	q.mu.Lock()
 	for _, j := range q.jobs {
 		if j.job.ID != a.JobID {
@@ -123,7 +162,29 @@ func (q *memQueue) Finish(_ context.Context, a hookwarden.Attempt) error {
 	return nil
 }
 
-func (q *memQueue) NextDue(_ context.Context, dest string) (time.Time, bool, error) {
+// finishAndLease is finish then lease, as the store does in one write.
+func (q *memQueue) finishAndLease(ctx context.Context, a hookwarden.Attempt, dest string, limit int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	if err := q.finish(ctx, a); err != nil {
+		return nil, err
+	}
+	return q.lease(ctx, dest, limit, leaseFor)
+}
+
+// unlease undoes the lease of a job handed to a slot that did not run it,
+// unless it was leased again or finished since.
+func (q *memQueue) unlease(_ context.Context, job hookwarden.Job) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, j := range q.jobs {
+		if j.job.ID == job.ID && j.state == hookwarden.JobPending && j.job.Attempt == job.Attempt && !j.leaseUntil.IsZero() {
+			j.job.Attempt--
+			j.due, j.leaseUntil = q.now(), time.Time{}
+		}
+	}
+	return nil
+}
+
+func (q *memQueue) nextDue(_ context.Context, dest string) (time.Time, bool, error) {
 	q.mu.Lock()
 	var t time.Time
 	ok := false
@@ -209,37 +270,26 @@ func (g *peakGauge) enter() (leave func()) {
 	return func() { g.cur.Add(-1) }
 }
 
-// MustRun starts p.Run and returns a stop function (also registered as
-// cleanup) that cancels it and waits for it to return.
-func MustRun(tb testing.TB, p *Pool) (stop func()) {
+// MustOpen opens p and returns a stop function (also registered as
+// cleanup) that closes it, failing if Close does not return within 30s.
+func MustOpen(tb testing.TB, p *Pool) (stop func()) {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	if err := p.Open(context.Background()); err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			cancel()
+			closed := make(chan struct{})
+			go func() { p.Close(); close(closed) }()
 			select {
-			case err := <-done:
-				if err != nil {
-					tb.Errorf("Run: %v", err)
-				}
+			case <-closed:
 			case <-time.After(30 * time.Second):
-				tb.Fatal("Run did not return within 30s of cancel")
+				tb.Error("Close did not return within 30s")
 			}
 		})
 	}
 	tb.Cleanup(stop)
-	// Wait until it runs.
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Healthy() != nil && time.Now().Before(deadline) {
-		select {
-		case err := <-done:
-			tb.Fatalf("Run returned early: %v", err)
-		case <-time.After(time.Millisecond):
-		}
-	}
 	return stop
 }
 

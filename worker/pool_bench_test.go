@@ -44,7 +44,7 @@ func BenchmarkPoolDeliver(b *testing.B) {
 			})
 			b.ReportAllocs()
 			b.ResetTimer()
-			stop := MustRun(b, p)
+			stop := MustOpen(b, p)
 			select {
 			case <-all:
 			case <-time.After(5 * time.Minute):

@@ -35,7 +35,7 @@ func TestPoolConcurrencyNeverExceeded(t *testing.T) {
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Concurrency: concurrency,
 		Backoff: Backoff{Initial: time.Millisecond, Max: time.Millisecond}}},
 		Options{PollInterval: 10 * time.Millisecond})
-	MustRun(t, p)
+	MustOpen(t, p)
 	for _, id := range ids {
 		got := q.MustFinal(t, id)
 		if v := got[len(got)-1].Verdict; v != hookwarden.Delivered {
@@ -64,7 +64,7 @@ func TestPoolNotifyWakesDispatcher(t *testing.T) {
 	// With an hour between polls, only Notify can explain a quick delivery.
 	p := New(q, []Destination{{Name: "s/a", Deliverer: d}, {Name: "s/b", Deliverer: d}},
 		Options{PollInterval: time.Hour})
-	MustRun(t, p)
+	MustOpen(t, p)
 	mustIdle := func() {
 		t.Helper()
 		// Both dispatchers have asked NextDue and now wait for up to an hour.
@@ -139,12 +139,12 @@ func TestPoolDrainCancelsAndRecordsRetry(t *testing.T) {
 					observed.Add(1)
 				}
 			}})
-	stop := MustRun(t, p)
+	stop := MustOpen(t, p)
 	<-started
 	begin := time.Now()
 	stop()
 	if took := time.Since(begin); took > 5*time.Second {
-		t.Errorf("Run took %s to return, want about the drain timeout", took)
+		t.Errorf("Close took %s to return, want about the drain timeout", took)
 	}
 	a := q.MustAttempt(t)
 	if a.JobID != id || a.Verdict != hookwarden.Retry {
@@ -187,15 +187,15 @@ func TestPoolDrainLetsAttemptsFinish(t *testing.T) {
 	})
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Concurrency: 1}},
 		Options{PollInterval: 10 * time.Millisecond, DrainTimeout: time.Minute})
-	stop := MustRun(t, p)
+	stop := MustOpen(t, p)
 	<-started
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
-	// Run must not return while the attempt is in flight.
+	// Close must not return while the attempt is in flight.
 	waitFor(t, "draining", func() bool { return p.Healthy() != nil })
 	select {
 	case <-stopped:
-		t.Fatal("Run returned before the in-flight attempt finished")
+		t.Fatal("Close returned before the in-flight attempt finished")
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
@@ -223,7 +223,7 @@ func TestPoolRecoversPanics(t *testing.T) {
 	})
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Backoff: Backoff{Initial: time.Millisecond, Max: time.Millisecond}}},
 		Options{PollInterval: 10 * time.Millisecond})
-	MustRun(t, p)
+	MustOpen(t, p)
 	got := q.MustFinal(t, id)
 	want := []struct {
 		verdict hookwarden.Verdict
@@ -249,7 +249,7 @@ func TestPoolAttemptTimeout(t *testing.T) {
 	})
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Timeout: 20 * time.Millisecond, MaxAttempts: 1}},
 		Options{PollInterval: 10 * time.Millisecond})
-	MustRun(t, p)
+	MustOpen(t, p)
 	a := q.MustFinal(t, id)[0]
 	if a.Verdict != hookwarden.Dead || !strings.Contains(a.Error, "deadline exceeded") {
 		t.Errorf("attempt = %s %q, want dead after a timeout", a.Verdict, a.Error)
@@ -269,9 +269,9 @@ func TestPoolHealthy(t *testing.T) {
 	d := deliverFunc(func(context.Context, *hookwarden.Job) Result { return Result{Class: Success} })
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d}}, Options{PollInterval: 5 * time.Millisecond})
 	if err := p.Healthy(); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("Healthy before Run = %v, want ErrNotRunning", err)
+		t.Fatalf("Healthy before Open = %v, want ErrNotRunning", err)
 	}
-	stop := MustRun(t, p)
+	stop := MustOpen(t, p)
 	if err := p.Healthy(); err != nil {
 		t.Fatalf("Healthy while running = %v", err)
 	}
@@ -284,7 +284,7 @@ func TestPoolHealthy(t *testing.T) {
 	waitFor(t, "healthy again once the queue recovers", func() bool { return p.Healthy() == nil })
 	stop()
 	if err := p.Healthy(); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("Healthy after Run = %v, want ErrNotRunning", err)
+		t.Fatalf("Healthy after Close = %v, want ErrNotRunning", err)
 	}
 }
 
@@ -303,7 +303,7 @@ func TestPoolHealthyDetectsWedgedDispatcher(t *testing.T) {
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d}}, Options{PollInterval: 5 * time.Millisecond})
 	p.opTimeout = 20 * time.Millisecond
 	p.wedgeAfter = p.opTimeout + 3*p.opt.PollInterval
-	MustRun(t, p)
+	MustOpen(t, p)
 	wedged.Store(true)
 	waitFor(t, "wedged dispatcher reported", func() bool {
 		err := p.Healthy()
@@ -324,7 +324,7 @@ func TestPoolHealthyDetectsStuckAttempt(t *testing.T) {
 	})
 	p := New(q, []Destination{{Name: "s/app", Deliverer: d, Timeout: 10 * time.Millisecond}},
 		Options{PollInterval: 5 * time.Millisecond, LeaseMargin: 10 * time.Millisecond})
-	MustRun(t, p)
+	MustOpen(t, p)
 	id := q.add("s/app", "evt_1", nil)
 	waitFor(t, "stuck attempt reported", func() bool {
 		err := p.Healthy()
@@ -352,20 +352,26 @@ func TestPoolConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := New(tt.q, tt.dests, Options{}).Run(context.Background())
+			err := New(tt.q, tt.dests, Options{}).Open(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Run = %v, want an error containing %q", err, tt.want)
+				t.Errorf("Open = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	p := New(q, nil, Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := p.Run(ctx); err != nil {
-		t.Fatalf("Run with no destinations = %v", err)
+	ctx := context.Background()
+	if err := p.Open(ctx); err != nil {
+		t.Fatalf("Open with no destinations = %v", err)
 	}
-	if err := p.Run(ctx); err == nil {
-		t.Error("second Run = nil, want an error")
+	if err := p.Open(ctx); err == nil {
+		t.Error("second Open = nil, want an error")
+	}
+	p.Close()
+	if err := p.Open(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Open after Close = %v, want ErrClosed", err)
+	}
+	if _, err := p.Apply([]Destination{{Name: "s/a", Deliverer: d}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Apply after Close = %v, want ErrClosed", err)
 	}
 }
 
@@ -388,7 +394,7 @@ func TestPoolLeaseCoversLongestAttempt(t *testing.T) {
 	for name, want := range map[string]time.Duration{
 		"s/cmd":   time.Minute + 10*time.Second + 30*time.Second,
 		"s/http":  10*time.Second + 30*time.Second,
-		"s/func":  DefaultTimeout + 30*time.Second,
+		"s/func":  DefaultHTTPTimeout + 30*time.Second,
 		"unknown": 0,
 	} {
 		if got := p.LeaseFor(name); got != want {
@@ -410,4 +416,38 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 			tb.Fatalf("timed out waiting: %s", what)
 		}
 	}
+}
+
+// TestHealthyReportsStuckHandOver: a successor waiting for its predecessor
+// to drain is healthy for the drain timeout plus some slack, then reported;
+// once the predecessor stops, the successor runs and the pool is healthy.
+func TestHealthyReportsStuckHandOver(t *testing.T) {
+	t.Parallel()
+	q := newMemQueue(nil)
+	q.add("s/app", "evt_1", nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	stuck := deliverFunc(func(context.Context, *hookwarden.Job) Result {
+		close(started)
+		<-release // ignores its context, even past the drain timeout
+		return Result{Class: Success}
+	})
+	p := New(q, []Destination{{Name: "s/app", Deliverer: stuck, Concurrency: 1, Timeout: time.Hour}},
+		Options{PollInterval: 10 * time.Millisecond, DrainTimeout: 20 * time.Millisecond})
+	p.slack = 50 * time.Millisecond
+	MustOpen(t, p)
+	<-started
+	ok := deliverFunc(func(context.Context, *hookwarden.Job) Result { return Result{Class: Success} })
+	if ch, err := p.Apply([]Destination{{Name: "s/app", Deliverer: ok, Concurrency: 1}}); err != nil || ch.Replaced != 1 {
+		t.Fatalf("Apply = %+v, %v; want the destination replaced", ch, err)
+	}
+	if err := p.Healthy(); err != nil {
+		t.Fatalf("Healthy at the start of the hand-over = %v", err)
+	}
+	waitFor(t, "the stuck hand-over reported", func() bool {
+		err := p.Healthy()
+		return err != nil && strings.Contains(err.Error(), "waiting") && strings.Contains(err.Error(), "to drain")
+	})
+	close(release)
+	waitFor(t, "healthy once the predecessor stopped", func() bool { return p.Healthy() == nil })
+	q.MustAttempt(t)
 }

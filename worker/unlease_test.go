@@ -29,9 +29,9 @@ type drainingSlot struct {
 	drain func()
 }
 
-func (s drainingSlot) Start(job hookwarden.Job) {
+func (s drainingSlot) Hand(job hookwarden.Job) {
 	s.drain()
-	s.Slot.Start(job)
+	s.Slot.Hand(job)
 }
 
 type drainOnReserve struct {
@@ -93,9 +93,9 @@ func TestDrainingPoolGivesHandedJobBack(t *testing.T) {
 			t.Errorf("the draining pool delivered job %d", job.ID)
 			return worker.Result{Class: worker.Success}
 		})}}, worker.Options{PollInterval: time.Hour})
-	oldCtx, stopOld := context.WithCancel(ctx)
-	oldDone := make(chan error, 1)
-	go func() { oldDone <- old.Run(oldCtx) }()
+	if err := old.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// The dispatcher's first lease (nothing due) holds the free slots until
 	// it gives them back; after that, with an hour's poll and no job
 	// waiting, it leases nothing until stopped.
@@ -110,15 +110,10 @@ func TestDrainingPoolGivesHandedJobBack(t *testing.T) {
 		}
 	}
 	// Drain on the writer, after the reservation and before the hand-over:
-	// stop the old pool and wait for its Run to return. Safe here: with an
+	// close the old pool, which waits for it to drain. Safe here: with an
 	// hour's poll and no hint its dispatcher is idle, not waiting on the
 	// writer.
-	drain := func() {
-		stopOld()
-		if err := <-oldDone; err != nil {
-			t.Error(err)
-		}
-	}
+	drain := old.Close
 	s.SetDirect(drainOnReserve{p: old, drain: drain})
 
 	body := []byte(`{"id":"evt_reload"}`)
@@ -143,9 +138,10 @@ func TestDrainingPoolGivesHandedJobBack(t *testing.T) {
 			return worker.Result{Class: worker.Success}
 		})}}, worker.Options{PollInterval: 200 * time.Millisecond})
 	s.SetDirect(next)
-	nextCtx, stopNext := context.WithCancel(ctx)
-	defer stopNext()
-	go next.Run(nextCtx)
+	if err := next.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
 	select {
 	case job := <-got:
 		if job.EventID != "evt_reload" || job.Attempt != 1 {

@@ -8,9 +8,14 @@
 //     (timeout + kill grace + Options.LeaseMargin), so a job is never in
 //     flight twice at once, and a job whose process died becomes due again
 //     when its lease expires.
-//   - At most Destination.Concurrency attempts per destination are in flight.
+//   - At most Destination.Concurrency attempts per destination are in flight,
+//     across Pool.Apply too: a changed destination's new dispatcher starts
+//     only once the old one drained.
+//   - The pool alone schedules: it starts, hands over and stops the
+//     dispatchers, reports their health, and closes each deliverer it was
+//     given when that is no longer used.
 //   - Every attempt, including one cut short by shutdown, is recorded with
-//     Queue.Finish: time, duration, status or exit code, error, capped response.
+//     Queue.Finish (or FinishAndLease): time, duration, status or exit code, error, capped response.
 //   - Delivery is at-least-once, always with the same idempotency key
 //     ("SOURCE:EVENT_ID"), so an app that honours the key sees each effect once.
 //   - A panic (or runtime.Goexit) in a Deliverer is a transient failure of that
@@ -25,20 +30,21 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// Defaults applied by New when a Destination leaves a field zero. The config
-// layer may apply its own per-kind defaults first (see DefaultCommandConcurrency).
+// The delivery defaults, written here only: the config layer fills a
+// destination's unset keys with them (config.ApplyDefaults), and the pool
+// applies them to a Destination's zero fields. DefaultHTTPTimeout and
+// DefaultCommandTimeout are with their deliverers (http.go, command.go).
+// docs/reference.md lists them; a test in internal/config keeps it true.
 const (
 	// DefaultMaxAttempts: with the default backoff, 12 attempts span roughly
 	// half a day to a day of retries before a job is dead-lettered.
 	DefaultMaxAttempts = 12
-	// DefaultTimeout bounds one attempt when a Destination has no Timeout.
-	DefaultTimeout = 30 * time.Second
-	// DefaultHTTPConcurrency is the concurrency the config layer should use for
-	// an HTTP destination without one: small, because the app is usually local
+	// DefaultHTTPConcurrency is the concurrency the config layer uses for an
+	// HTTP destination without one: small, because the app is usually local
 	// and a retry storm should not overwhelm it (PITFALLS 15).
 	DefaultHTTPConcurrency = 4
-	// DefaultCommandConcurrency is the concurrency the config layer should use
-	// for a command destination without one. Commands are run one at a time by
+	// DefaultCommandConcurrency is the concurrency the config layer uses for
+	// a command destination without one. Commands are run one at a time by
 	// default: scripts are rarely written to run concurrently (shared files,
 	// locks, a single-threaded tool behind them), and each one is a process.
 	DefaultCommandConcurrency = 1
@@ -47,8 +53,8 @@ const (
 // DefaultBackoff is used for the zero fields of a Destination's Backoff.
 var DefaultBackoff = Backoff{Initial: time.Second, Max: time.Hour}
 
-// Queue is the part of the store the workers need. Package sqlitestore
-// implements it.
+// Queue is the part of the store the workers use, all of it. Package
+// sqlitestore implements it.
 type Queue interface {
 	// Lease marks up to max due pending jobs of the destination as in flight
 	// until now+leaseFor (an expired lease makes the job due again: no
@@ -58,6 +64,15 @@ type Queue interface {
 	// Finish records the attempt and applies its Verdict: Delivered, Retry
 	// (due again at a.RetryAt), Dead.
 	Finish(ctx context.Context, a hookwarden.Attempt) error
+	// FinishAndLease is Finish, then Lease of up to max jobs of the
+	// destination, in one write (both happen or neither): a slot that stays
+	// busy costs one commit per delivery instead of two.
+	FinishAndLease(ctx context.Context, a hookwarden.Attempt, destination string, max int, leaseFor time.Duration) ([]hookwarden.Job, error)
+	// Unlease gives back the lease of a job the store handed to a slot
+	// (hookwarden.Slot) whose dispatcher began draining: the attempt is not
+	// counted and the job is due now. A job leased again or finished since
+	// is left alone.
+	Unlease(ctx context.Context, job hookwarden.Job) error
 	// NextDue is the earliest due time of a pending job of the destination
 	// (ok=false: none). A cheap indexed read.
 	NextDue(ctx context.Context, destination string) (t time.Time, ok bool, err error)
@@ -142,7 +157,8 @@ type Destination struct {
 	MaxAttempts int
 	Backoff     Backoff
 	// Timeout bounds one attempt (the pool cancels the deliverer's context);
-	// default DefaultTimeout. The lease is derived from it (PITFALLS 16).
+	// default the deliverer's own (HTTP and Command enforce theirs), else
+	// DefaultHTTPTimeout. The lease is derived from it (PITFALLS 16).
 	Timeout time.Duration
 }
 

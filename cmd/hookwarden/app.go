@@ -24,7 +24,7 @@ import (
 )
 
 // App is a running `hookwarden serve`: store, receiver, workers and admin
-// server. Start and Stop are separate so tests can boot it on :0.
+// server. Open and Stop are separate so tests can boot it on :0.
 type App struct {
 	cfg *config.Config
 	log *slog.Logger
@@ -32,15 +32,15 @@ type App struct {
 	Store    hookwarden.Store
 	Metrics  *metrics.Metrics
 	Receiver *receiver.Receiver
-	// Workers runs one worker pool per destination (reload.go), so that a
-	// reload replaces a destination without disturbing the others.
-	Workers *workerSet
+	// Workers delivers to every destination; a reload (reload.go) applies
+	// the new destinations to it, which replaces a changed one without
+	// disturbing the others. It owns the deliverers.
+	Workers *worker.Pool
 
 	hookSrv, adminSrv *http.Server
 	hookLn, adminLn   net.Listener
 	runID             int64
-	unlock            func() error // gives up the store's owner lock, held from Start to the end of closeAll
-	closers           []func() error
+	unlock            func() error  // gives up the store's owner lock, held from Open to the end of closeAll
 	certs             *certReloader // nil without tls.cert/tls.key
 	reloadMu          sync.Mutex    // one Reload at a time
 
@@ -53,9 +53,9 @@ func NewApp(cfg *config.Config, log *slog.Logger) *App {
 	return &App{cfg: cfg, log: log}
 }
 
-// Start opens the database, binds both listeners and starts every goroutine.
+// Open opens the database, binds both listeners and starts every goroutine.
 // When it returns nil the receiver is accepting.
-func (a *App) Start(ctx context.Context) (err error) {
+func (a *App) Open(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			a.closeAll()
@@ -92,11 +92,16 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}
 
 	sources, wdests, closers, err := buildPipeline(a.cfg)
-	a.closers = closers
 	if err != nil {
+		for _, c := range closers {
+			_ = c()
+		}
 		return err
 	}
-	a.Workers = newWorkerSet(a.Store, worker.Options{Logger: a.log, OnAttempt: a.Metrics.Attempt}, a.log)
+	a.Workers = worker.New(a.Store, nil, worker.Options{Logger: a.log, OnAttempt: a.Metrics.Attempt})
+	if _, err := a.Workers.Apply(wdests); err != nil { // the pool owns the deliverers from here on
+		return err
+	}
 	a.Metrics.RegisterReady(a.ready)
 	proxies, err := config.ParseTrustedProxies(a.cfg.TrustedProxies)
 	if err != nil {
@@ -152,7 +157,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.hookSrv = receiver.NewServer(a.cfg.Listen, a.Receiver)
 	a.adminSrv = admin.NewServer(a.cfg.Admin.Listen, dash.Front(adm))
 
-	a.Workers.Start(ctx, wdests, fingerprints(a.cfg))
+	if err := a.Workers.Open(ctx); err != nil {
+		return err
+	}
 	// New jobs go straight to a free delivery slot (committed leased), so
 	// the usual delivery costs no lease write and no event read.
 	a.Store.SetDirect(a.Workers)
@@ -205,7 +212,7 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.hookSrv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("receiver shutdown: %w", err))
 	}
-	a.Workers.Stop()
+	a.Workers.Close()
 	a.stopBG()
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -221,8 +228,8 @@ func (a *App) Stop(ctx context.Context) error {
 }
 
 func (a *App) closeAll() {
-	for _, c := range a.closers {
-		_ = c()
+	if a.Workers != nil {
+		a.Workers.Close() // after Stop: returns at once
 	}
 	if a.hookLn != nil && a.hookSrv == nil {
 		a.hookLn.Close()

@@ -133,7 +133,7 @@ func startAppYAML(t *testing.T, doc, db string) *testApp {
 		log = slog.New(slog.NewTextHandler(&testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	app := NewApp(cfg, log)
-	if err := app.Start(context.Background()); err != nil {
+	if err := app.Open(context.Background()); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	ta := &testApp{App: app, t: t, dbPath: db}

@@ -314,7 +314,7 @@ func TestWatchdogCheckNeedsWriterAndWorkers(t *testing.T) {
 	if err := a.watchdogCheck(ctx); err != nil {
 		t.Fatalf("healthy app: watchdogCheck = %v", err)
 	}
-	a.Workers.Stop()
+	a.Workers.Close()
 	err := a.watchdogCheck(ctx)
 	if err == nil || !strings.Contains(err.Error(), "workers") {
 		t.Fatalf("stopped workers: watchdogCheck = %v, want a workers error", err)

@@ -244,7 +244,7 @@ func startAppLogged(t *testing.T, doc, db string, w io.Writer) (*testApp, func()
 		t.Fatalf("config: %v %v", err, problems)
 	}
 	app := NewApp(cfg, slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err := app.Start(context.Background()); err != nil {
+	if err := app.Open(context.Background()); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	var once sync.Once

@@ -14,30 +14,24 @@ package main
 // is logged with its key path and the running configuration stays.
 //
 // In-flight work is not disturbed: receiver sources are swapped atomically
-// (a request uses the sources it started with), and each destination has its
-// own worker pool, so an unchanged destination keeps its pool and a changed
-// one hands over: the old pool stops leasing and drains its in-flight
-// attempts, and only then the new pool starts, so a destination never has
-// more than its concurrency in flight.
+// (a request uses the sources it started with), and the destinations go to
+// worker.Pool.Apply, which keeps an unchanged destination's dispatcher and
+// hands a changed one over: the old dispatcher stops leasing and drains its
+// in-flight attempts, and only then the new one starts, so a destination
+// never has more than its concurrency in flight.
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"reflect"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
 
-	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/worker"
 )
 
 // watchReloads reloads the configuration on every SIGHUP until ctx ends.
@@ -146,11 +140,17 @@ func (a *App) Reload(next *config.Config) (reloadResult, error) {
 		}
 		return res, err
 	}
+	// The pool owns the deliverers from here on, and changes nothing if it
+	// fails (it is closing: serve is stopping).
+	changes, err := a.Workers.Apply(dests)
+	if err != nil {
+		return res, err
+	}
+	res.kept, res.replaced, res.added, res.removed = changes.Kept, changes.Replaced, changes.Added, changes.Removed
 	// Nothing can fail from here on.
 	if pair != nil {
 		a.certs.cert.Store(pair)
 	}
-	res.kept, res.replaced, res.added, res.removed = a.Workers.apply(dests, fingerprints(&merged))
 	a.Receiver.SetSources(sources)
 	for _, s := range merged.Sources {
 		a.Metrics.InitSource(s.Name)
@@ -192,229 +192,6 @@ func restartKeys(cur, next *config.Config) []string {
 		keys = append(keys, "trusted_proxies")
 	}
 	return keys
-}
-
-// destFingerprint is what makes a destination "the same" across a reload:
-// its settings (minus the type filter, which is the receiver's business)
-// and its resolved signing secret (a file: secret may change behind the
-// same reference).
-type destFingerprint struct {
-	cfg    config.Destination
-	secret string
-}
-
-func fingerprints(cfg *config.Config) map[string]destFingerprint {
-	fps := map[string]destFingerprint{}
-	for _, s := range cfg.Sources {
-		for _, d := range s.Destinations {
-			fp := destFingerprint{cfg: d}
-			fp.cfg.Types = nil
-			if d.SigningSecret != "" {
-				// Already resolved once by buildPipeline; an error here means the
-				// file changed in between, which only makes the fingerprint differ.
-				fp.secret, _ = d.SigningSecret.Resolve()
-			}
-			fps[d.FullName(s.Name)] = fp
-		}
-	}
-	return fps
-}
-
-// workerSet runs one worker.Pool per destination so that a reload can
-// replace one destination without touching the in-flight work of the others.
-type workerSet struct {
-	q    worker.Queue
-	opts worker.Options
-	log  *slog.Logger
-	ctx  context.Context // parent of every pool: not cancelled by the serve context
-
-	active atomic.Pointer[map[string]*destWorker] // read on every receipt (Notify)
-	all    sync.WaitGroup                         // every pool goroutine, draining ones included
-}
-
-// destWorker is one destination's pool.
-type destWorker struct {
-	fp     destFingerprint
-	pool   *worker.Pool
-	cancel context.CancelFunc
-	after  <-chan struct{} // the predecessor's done: start only when it drained
-	done   chan struct{}   // closed when this pool (and every predecessor) stopped
-	since  time.Time       // when it was created
-	runAt  atomic.Int64    // unix nanos when Run was called; 0 while waiting
-}
-
-// handoffLimit is how long a replaced destination's successor may wait for
-// the old pool to drain before Healthy complains: the pool's drain timeout
-// plus room to record the last attempts.
-const handoffLimit = worker.DefaultDrainTimeout + 30*time.Second
-
-func newWorkerSet(q worker.Queue, opts worker.Options, log *slog.Logger) *workerSet {
-	ws := &workerSet{q: q, opts: opts, log: log, ctx: context.Background()}
-	empty := map[string]*destWorker{}
-	ws.active.Store(&empty)
-	return ws
-}
-
-// Start runs a pool for each destination. ctx is the parent of the pools;
-// Stop, not ctx, stops them.
-func (ws *workerSet) Start(ctx context.Context, dests []worker.Destination, fps map[string]destFingerprint) {
-	ws.ctx = context.WithoutCancel(ctx)
-	m := make(map[string]*destWorker, len(dests))
-	for _, d := range dests {
-		m[d.Name] = ws.start(d, fps[d.Name], nil)
-	}
-	ws.active.Store(&m)
-}
-
-func (ws *workerSet) start(d worker.Destination, fp destFingerprint, after <-chan struct{}) *destWorker {
-	ctx, cancel := context.WithCancel(ws.ctx)
-	dw := &destWorker{fp: fp, pool: worker.New(ws.q, []worker.Destination{d}, ws.opts), cancel: cancel,
-		after: after, done: make(chan struct{}), since: time.Now()}
-	ws.all.Add(1)
-	go func() {
-		defer ws.all.Done()
-		defer close(dw.done)
-		defer closeDeliverer(d.Deliverer)
-		if after != nil {
-			select {
-			case <-after:
-			case <-ctx.Done():
-				// Cancelled before it ran; still wait so that done keeps
-				// meaning "nothing of this destination is in flight".
-				<-after
-				return
-			}
-		}
-		dw.runAt.Store(time.Now().UnixNano())
-		if err := dw.pool.Run(ctx); err != nil {
-			ws.log.Error("workers stopped", "destination", d.Name, "err", err)
-		}
-	}()
-	return dw
-}
-
-// apply switches to a new set of destinations: unchanged ones keep their
-// pool (the freshly built deliverer is closed unused), changed ones get a
-// successor that starts once the old pool drained, new ones start at once,
-// and missing ones are drained and stopped.
-func (ws *workerSet) apply(dests []worker.Destination, fps map[string]destFingerprint) (kept, replaced, added int, removed []string) {
-	cur := *ws.active.Load()
-	next := make(map[string]*destWorker, len(dests))
-	for _, d := range dests {
-		fp := fps[d.Name]
-		old := cur[d.Name]
-		switch {
-		case old != nil && reflect.DeepEqual(old.fp, fp):
-			next[d.Name] = old
-			closeDeliverer(d.Deliverer)
-			kept++
-		case old != nil:
-			old.cancel()
-			next[d.Name] = ws.start(d, fp, old.done)
-			replaced++
-		default:
-			next[d.Name] = ws.start(d, fp, nil)
-			added++
-		}
-	}
-	for name, old := range cur {
-		if next[name] == nil {
-			old.cancel()
-			removed = append(removed, name)
-		}
-	}
-	slices.Sort(removed)
-	ws.active.Store(&next)
-	return kept, replaced, added, removed
-}
-
-// Notify wakes the named destinations' workers (receiver.Options.Notify).
-func (ws *workerSet) Notify(destinations ...string) {
-	m := *ws.active.Load()
-	if len(destinations) == 0 {
-		for _, dw := range m {
-			dw.pool.Notify()
-		}
-		return
-	}
-	for _, name := range destinations {
-		if dw := m[name]; dw != nil {
-			dw.pool.Notify(name)
-		}
-	}
-}
-
-// NotifyCreated wakes the named destinations' workers after new jobs were
-// committed (receiver.Options.Notify); jobs handed over through Reserve need
-// no wake-up (worker.Pool.NotifyCreated).
-func (ws *workerSet) NotifyCreated(destinations ...string) {
-	m := *ws.active.Load()
-	for _, name := range destinations {
-		if dw := m[name]; dw != nil {
-			dw.pool.NotifyCreated(name)
-		}
-	}
-}
-
-// Reserve is hookwarden.Direct: a slot of the destination's active pool.
-// The slot belongs to that pool, so a reload between Reserve and Start
-// cannot move the job to another.
-func (ws *workerSet) Reserve(destination string) (hookwarden.Slot, bool) {
-	if dw := (*ws.active.Load())[destination]; dw != nil {
-		return dw.pool.Reserve(destination)
-	}
-	return nil, false
-}
-
-// Healthy is the workers' half of /readyz and of the watchdog: every active
-// destination's pool is healthy, or is a successor waiting (not too long)
-// for its predecessor to drain.
-func (ws *workerSet) Healthy() error {
-	var errs []error
-	for name, dw := range *ws.active.Load() {
-		runAt := dw.runAt.Load()
-		if runAt == 0 {
-			select {
-			case <-dw.done:
-				errs = append(errs, fmt.Errorf("worker %s: %w", name, worker.ErrNotRunning))
-			default:
-				if age := time.Since(dw.since); age > handoffLimit {
-					errs = append(errs, fmt.Errorf("worker %s: still waiting after %s for the replaced workers to drain",
-						name, age.Round(time.Second)))
-				}
-			}
-			continue
-		}
-		err := dw.pool.Healthy()
-		// Run was just called and has not marked itself running yet.
-		if errors.Is(err, worker.ErrNotRunning) && time.Since(time.Unix(0, runAt)) < time.Second {
-			select {
-			case <-dw.done:
-			default:
-				err = nil
-			}
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// Stop stops every pool, replaced ones still draining included, and waits:
-// each lets its in-flight attempts finish up to the pool's drain timeout.
-func (ws *workerSet) Stop() {
-	for _, dw := range *ws.active.Load() {
-		dw.cancel()
-	}
-	ws.all.Wait()
-}
-
-// closeDeliverer releases what a deliverer holds (idle HTTP connections).
-func closeDeliverer(d worker.Deliverer) {
-	if c, ok := d.(interface{ Close() error }); ok {
-		_ = c.Close()
-	}
 }
 
 // notifyHUP routes SIGHUP to a channel (its default action would end the

@@ -60,7 +60,7 @@ func newServeCmd(g *globals) *cobra.Command {
 			app := NewApp(cfg, log)
 			sv := newSupervisor(log)
 			started := sv.starting()
-			err = app.Start(ctx)
+			err = app.Open(ctx)
 			started()
 			if err != nil {
 				return err

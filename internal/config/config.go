@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/signature"
+	"github.com/hookwarden/hookwarden/worker"
 )
 
 // Config is the whole configuration file.
@@ -173,7 +174,10 @@ type Backoff struct {
 // FullName is "source/name", the destination's label in metrics and the database.
 func (d Destination) FullName(source string) string { return source + "/" + d.Name }
 
-// Default values, written once so docs and code agree.
+// Default values, written once so docs and code agree. The delivery
+// defaults (timeouts, attempts, backoff, concurrency) are package worker's:
+// ApplyDefaults writes them into the file's destinations, so `check` and the
+// dashboard show the values the workers use.
 const (
 	DefaultListen       = "127.0.0.1:8080"
 	DefaultAdminListen  = "127.0.0.1:8081"
@@ -187,13 +191,6 @@ const (
 	DefaultQuarantine   = 30 * Day
 	DefaultTolerance    = 5 * time.Minute
 	DefaultRedrive      = 30 * Day
-	DefaultMaxAttempts  = 12
-	DefaultHTTPTimeout  = 10 * time.Second
-	DefaultCmdTimeout   = 60 * time.Second
-	DefaultBackoffInit  = time.Second
-	DefaultBackoffMax   = time.Hour
-	DefaultHTTPConc     = 4
-	DefaultCmdConc      = 1 // deploy scripts must never run twice at once
 )
 
 // ApplyDefaults fills every unset field: global defaults, then the source's
@@ -240,19 +237,19 @@ func (c *Config) ApplyDefaults() {
 		for j := range s.Destinations {
 			d := &s.Destinations[j]
 			if d.MaxAttempts == 0 {
-				d.MaxAttempts = DefaultMaxAttempts
+				d.MaxAttempts = worker.DefaultMaxAttempts
 			}
-			setDur(&d.Backoff.Initial, DefaultBackoffInit)
-			setDur(&d.Backoff.Max, DefaultBackoffMax)
+			setDur(&d.Backoff.Initial, worker.DefaultBackoff.Initial)
+			setDur(&d.Backoff.Max, worker.DefaultBackoff.Max)
 			if len(d.Command) > 0 {
-				setDur(&d.Timeout, DefaultCmdTimeout)
+				setDur(&d.Timeout, worker.DefaultCommandTimeout)
 				if d.Concurrency == 0 {
-					d.Concurrency = DefaultCmdConc
+					d.Concurrency = worker.DefaultCommandConcurrency
 				}
 			} else {
-				setDur(&d.Timeout, DefaultHTTPTimeout)
+				setDur(&d.Timeout, worker.DefaultHTTPTimeout)
 				if d.Concurrency == 0 {
-					d.Concurrency = DefaultHTTPConc
+					d.Concurrency = worker.DefaultHTTPConcurrency
 				}
 			}
 		}
