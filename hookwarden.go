@@ -195,7 +195,7 @@ const (
 
 // AuditEntry is one operator action that changed state (replay, prune,
 // quarantine release and drop, pause, resume, backfill), as kept in the
-// store's audit log (SPEC section 2).
+// store's audit log (docs/reference.md, "The audit log").
 type AuditEntry struct {
 	ID     int64     `json:"id,omitempty"`
 	At     time.Time `json:"at"`     // the store's clock when zero

@@ -1,12 +1,12 @@
 package hookwarden
 
-// Retention (SPEC section 3): the tiers, a pruning pass's options and result.
+// Retention (docs/reference.md, "Configuration"): the tiers, a pruning pass's options and result.
 
 import (
 	"time"
 )
 
-// Retention is the tiers of SPEC section 3. A zero or negative duration
+// Retention is the tiers of the retention keys. A zero or negative duration
 // disables its tier (keep forever).
 type Retention struct {
 	// Payloads: the raw requests of finished events. An event claimed, and

@@ -59,7 +59,7 @@ type Destination struct {
 // Observer receives what the receiver did, for metrics. All methods must be
 // cheap and safe for concurrent use.
 type Observer interface {
-	// Request is called once per request with its outcome label (SPEC section 7).
+	// Request is called once per request with its outcome label (docs/reference.md, "Metrics").
 	Request(source, outcome string, d time.Duration)
 	// Event is called per event recorded, with its outcome and type.
 	Event(source, eventType string, outcome hookwarden.Outcome, divergent bool)
@@ -412,7 +412,7 @@ func (rc *Receiver) unavailable(w http.ResponseWriter) {
 	answer(w, http.StatusServiceUnavailable, "unavailable")
 }
 
-// answer writes the small JSON body of SPEC section 4.
+// answer writes the small JSON body of docs/reference.md, "Answers".
 func answer(w http.ResponseWriter, code int, status string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -103,7 +103,7 @@ func TestVectorsThroughTheReceiver(t *testing.T) {
 			switch v.Provider {
 			case "standard-webhooks", "svix":
 				p.Scheme = "standard"
-			case "generic-ts-body": // providers.md's generic convention
+			case "generic-ts-body": // the generic convention of internal/vectors
 				p.Scheme = "hmac"
 				p.HMAC = signature.HMACParams{Header: "X-Webhook-Signature", Prefix: "sha256=",
 					TimestampHeader: "X-Webhook-Timestamp", Signed: "{timestamp}.{body}"}

@@ -1,6 +1,6 @@
 package sqlitestore
 
-// The audit log (SPEC section 2): every operator action that changes state,
+// The audit log (docs/reference.md, "The audit log"): every operator action that changes state,
 // with its arguments, its origin and what it did. Actions that are one
 // transaction write their entry inside it (auditTx); replay writes it with
 // its first batch that changes anything and brings its result up to date in

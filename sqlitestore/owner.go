@@ -1,6 +1,6 @@
 package sqlitestore
 
-// One serve per SQLite file (SPEC section 4). serve holds an exclusive
+// One serve per SQLite file (docs/operations.md, "One serve per database file"). serve holds an exclusive
 // flock(2) on a lock file beside the database, FILE.lock, for as long as it
 // runs, and writes its pid and command line into it. flock is released by
 // the kernel when the process dies, however it dies, so a stale file of a

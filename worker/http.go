@@ -63,7 +63,7 @@ type HTTP struct {
 }
 
 // NewHTTP validates cfg and returns an HTTP deliverer with its own client
-// (keep-alive, and timeouts on every phase: PITFALLS 13).
+// (keep-alive, and timeouts on every phase: net/http has none by default).
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {

@@ -41,7 +41,7 @@ const (
 	DefaultMaxAttempts = 12
 	// DefaultHTTPConcurrency is the concurrency the config layer uses for an
 	// HTTP destination without one: small, because the app is usually local
-	// and a retry storm should not overwhelm it (PITFALLS 15).
+	// and a retry storm should not overwhelm it (the app is most fragile right after an outage).
 	DefaultHTTPConcurrency = 4
 	// DefaultCommandConcurrency is the concurrency the config layer uses for
 	// a command destination without one. Commands are run one at a time by
@@ -158,7 +158,7 @@ type Destination struct {
 	Backoff     Backoff
 	// Timeout bounds one attempt (the pool cancels the deliverer's context);
 	// default the deliverer's own (HTTP and Command enforce theirs), else
-	// DefaultHTTPTimeout. The lease is derived from it (PITFALLS 16).
+	// DefaultHTTPTimeout. The lease is derived from it (longer than any attempt, so a live attempt is never leased twice).
 	Timeout time.Duration
 }
 

@@ -19,8 +19,8 @@ import (
 	"github.com/hookwarden/hookwarden/internal/metrics"
 )
 
-// The door: what a request may cost before it is authenticated (SPEC
-// section 4), held through the real binary.
+// The door: what a request may cost before it is authenticated (docs/reference.md,
+// "Limits and timeouts"), held through the real binary.
 
 // declare opens a connection to addr and sends a POST that declares
 // contentLength bytes of body, then only the first of them.

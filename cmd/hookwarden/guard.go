@@ -1,6 +1,6 @@
 package main
 
-// The guard of the commands that change the database (SPEC section 2):
+// The guard of the commands that change the database (docs/reference.md, "Forensic copies and --write"):
 // replay, prune, quarantine release and drop, pause, resume, backfill.
 // --db names a file with no configuration around it, most often a copy
 // taken for forensics; such a file is changed only when a serve owns it

@@ -3,7 +3,7 @@ package main
 // The systemd side of serve (Type=notify, WatchdogSec=): READY=1 once the
 // database is open and both listeners are bound, RELOADING=1/READY=1 around a
 // SIGHUP reload, STOPPING=1 when the drain begins, and WATCHDOG=1 pings that
-// are sent only while the process is really healthy (PITFALLS 18): the
+// are sent only while the process is really healthy (a ping from a timer would prove nothing): the
 // writer commits a transaction within the ping period, the last write
 // succeeded, and every destination's workers are turning (ready()). A wedged
 // writer or dispatcher withholds the ping and systemd restarts the process.

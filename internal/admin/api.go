@@ -1,6 +1,6 @@
 package admin
 
-// The JSON API of SPEC section 6, on the admin listener behind the token:
+// The JSON API (docs/reference.md, "Admin server"), on the admin listener behind the token:
 //
 //	GET  /api/events                      ?source= &status= &type= &since= &limit= &cursor=
 //	GET  /api/events/{source}/{event_id}

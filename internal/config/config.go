@@ -1,5 +1,5 @@
 // Package config is Hookwarden's typed configuration: the shape of the YAML
-// file (SPEC section 3), its defaults, its validation, and the parsing of
+// file (docs/reference.md, "Configuration"), its defaults, its validation, and the parsing of
 // durations with days and of secret references. Loading the file (viper,
 // environment overrides) happens in cmd/hookwarden; nothing else here knows
 // about viper.
@@ -629,7 +629,7 @@ func (c *Config) RetentionMargin(s *Source) time.Duration {
 // BodyReplayCheck reports whether the source's signature covers its body but
 // not its event id (github, shopify, twilio, hmac with a header id): a
 // captured request could be sent again under a fresh id, so a signed body
-// already claimed under another id is quarantined (SPEC section 4). Batch
+// already claimed under another id is quarantined (docs/security.md). Batch
 // sources carry their ids inside the signed body.
 func (s *Source) BodyReplayCheck() bool {
 	if _, body := signature.Covered(s.coverage()); !body {

@@ -1,4 +1,4 @@
-// Package metrics defines Hookwarden's Prometheus metrics (SPEC section 7) on
+// Package metrics defines Hookwarden's Prometheus metrics (docs/reference.md, "Metrics") on
 // a registry the program owns, so tests can read it and nothing is global.
 //
 // Label cardinality is bounded: sources and destinations come from the

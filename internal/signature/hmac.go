@@ -24,7 +24,7 @@ func init() {
 	register(&scheme{
 		name: "hmac",
 		preset: Preset{
-			// Our generic convention (providers.md): X-Webhook-Id, else body id.
+			// Our generic convention (docs/reference.md, hmac keys): X-Webhook-Id, else body id.
 			EventID:   "header:X-Webhook-Id|json:id",
 			EventType: "json:type",
 			Tolerance: 5 * time.Minute,

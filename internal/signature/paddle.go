@@ -7,7 +7,7 @@ import (
 
 // Paddle Billing: Paddle-Signature "ts=<ts>;h1=<hex>", h1 = HMAC-SHA256(secret,
 // ts + ":" + body). Several h1 are accepted (any may match) as receiver policy.
-// The SDKs allow only 5 s; the default here is 5 min (providers.md), since a
+// The SDKs allow only 5 s; the default here is 5 min (docs/reference.md, presets), since a
 // slow proxy or clock skew of a few seconds would otherwise drop live events.
 // Source: PaddleHQ/paddle-go-sdk webhook_verifier.go.
 

@@ -8,7 +8,7 @@ import (
 )
 
 // Every preset's specs parse, and on the vectors they find the ids that
-// providers.md names as dedupe keys ("" = not found: quarantined).
+// the providers document as dedupe keys ("" = not found: quarantined).
 func TestPresetsOnVectors(t *testing.T) {
 	t.Parallel()
 	want := map[string][2]string{

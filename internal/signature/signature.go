@@ -129,7 +129,7 @@ type Params struct {
 	PublicURL string
 }
 
-// Preset holds a scheme's defaults, from providers.md.
+// Preset holds a scheme's defaults, from each provider's documentation.
 type Preset struct {
 	// EventID and EventType are spec strings for package extract.
 	EventID, EventType string

@@ -51,7 +51,7 @@ func (v vector) params(tb testing.TB) Params {
 	return p
 }
 
-// genericHMAC is the "generic-ts-body" convention of providers.md.
+// genericHMAC is the "generic-ts-body" convention (internal/vectors).
 var genericHMAC = HMACParams{
 	Header:          "X-Webhook-Signature",
 	Prefix:          "sha256=",

@@ -1,4 +1,4 @@
-// Package torture proves the promises of SPEC section 1 against the real
+// Package torture proves the promises of the README against the real
 // binary. Its tests build ./cmd/hookwarden once, run `hookwarden serve` as a
 // child process with a loopback destination app that records every delivery,
 // drive it with a signed sender that behaves like a provider (it retries every
