@@ -175,7 +175,9 @@ func prunePayloads(ctx context.Context, bin, cfgPath, db, workDir string) (int, 
 	}
 	defer os.Remove(pcfg)
 	time.Sleep(1100 * time.Millisecond) // every event is older than the retention
-	cmd := exec.CommandContext(ctx, bin, "prune", "--config", pcfg, "--db", db, "--json")
+	// --write: the copy is ours to change (a writing command refuses a --db
+	// file no serve owns without it).
+	cmd := exec.CommandContext(ctx, bin, "prune", "--config", pcfg, "--db", db, "--write", "--json")
 	cmd.Env = append(os.Environ(), "HOOKBENCH_SECRET=whsec_"+strings.Repeat("A", 44))
 	out, err := cmd.Output()
 	if err != nil {
