@@ -48,19 +48,7 @@ func newDeadListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				for _, it := range items {
-					if err := writeJSONLine(g.stdout, it); err != nil {
-						return err
-					}
-				}
-			} else {
-				printDead(g.stdout, items)
-			}
-			if next != 0 {
-				fmt.Fprintf(g.stderr, "more: add --before %d for the next %d\n", next, f.Limit)
-			}
-			return nil
+			return writePage(g, items, next, f.Limit, asJSON, printDead)
 		},
 	}
 	fl := cmd.Flags()

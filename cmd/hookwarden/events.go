@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,21 +63,11 @@ event id instead (one line per distinct body, with a repeat count).`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				for _, it := range items {
-					if err := writeJSONLine(g.stdout, it); err != nil {
-						return err
-					}
-				}
-			} else if f.Status == hookwarden.StatusQuarantined {
-				printQuarantined(g.stdout, items)
-			} else {
-				printEvents(g.stdout, items)
+			table := printEvents
+			if f.Status == hookwarden.StatusQuarantined {
+				table = printQuarantined
 			}
-			if next != 0 {
-				fmt.Fprintf(g.stderr, "more: add --before %d for the next %d\n", next, f.Limit)
-			}
-			return nil
+			return writePage(g, items, next, f.Limit, asJSON, table)
 		},
 	}
 	fl := cmd.Flags()
@@ -240,16 +231,7 @@ func printReceipts(w io.Writer, d *hookwarden.EventDetail) {
 			size = fmtBytes(int64(len(r.Body)))
 		}
 		fmt.Fprintf(w, "  #%d  %s  %s  from %s  %s  sha256 %.16s\n", r.ID, kind, fmtUTC(r.ReceivedAt), r.RemoteAddr, size, r.BodySHA256)
-		names := make([]string, 0, len(r.Header))
-		for k := range r.Header {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			for _, v := range r.Header[k] {
-				fmt.Fprintf(w, "      %s: %s\n", k, v)
-			}
-		}
+		printHeaders(w, r.Header, "      ")
 		if r.Kind == "divergent" && r.Body != nil {
 			fmt.Fprintln(w, "      body (differs from the first):")
 			printBody(w, r.Body, "      ")
@@ -317,6 +299,20 @@ func printJobs(w io.Writer, d *hookwarden.EventDetail) {
 	if d.Body != nil {
 		fmt.Fprintf(w, "\nbody (%s):\n", fmtBytes(int64(len(d.Body))))
 		printBody(w, d.Body, "")
+	}
+}
+
+// printHeaders prints headers one a line, sorted by name.
+func printHeaders(w io.Writer, h http.Header, indent string) {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range h[k] {
+			fmt.Fprintf(w, "%s%s: %s\n", indent, k, v)
+		}
 	}
 }
 

@@ -256,3 +256,22 @@ func (p *progress) finish() {
 		p.drawn = false
 	}
 }
+
+// writePage prints one page of a listing (events, dead letters, held
+// requests): JSON lines with --json, else the text table; then, on stderr,
+// how to ask for the next page.
+func writePage[T any](g *globals, items []T, next int64, limit int, asJSON bool, table func(io.Writer, []T)) error {
+	if asJSON {
+		for _, it := range items {
+			if err := writeJSONLine(g.stdout, it); err != nil {
+				return err
+			}
+		}
+	} else {
+		table(g.stdout, items)
+	}
+	if next != 0 {
+		fmt.Fprintf(g.stderr, "more: add --before %d for the next %d\n", next, limit)
+	}
+	return nil
+}

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -68,19 +66,7 @@ func newQuarantineListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				for _, it := range items {
-					if err := writeJSONLine(g.stdout, it); err != nil {
-						return err
-					}
-				}
-			} else {
-				printHeld(g.stdout, items)
-			}
-			if next != 0 {
-				fmt.Fprintf(g.stderr, "more: add --before %d for the next %d\n", next, f.Limit)
-			}
-			return nil
+			return writePage(g, items, next, f.Limit, asJSON, printHeld)
 		},
 	}
 	fl := cmd.Flags()
@@ -167,22 +153,9 @@ func printHeldDetail(w io.Writer, d *hookwarden.HeldDetail) {
 	fmt.Fprintf(tw, "sha256\t%s\n", d.BodySHA256)
 	tw.Flush()
 	fmt.Fprintln(w, "\nheaders")
-	names := make([]string, 0, len(d.Header))
-	for k := range d.Header {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		for _, v := range d.Header[k] {
-			fmt.Fprintf(w, "  %s: %s\n", k, v)
-		}
-	}
-	fmt.Fprintf(w, "\nbody (%s)\n", fmtBytes(int64(len(d.Body))))
-	if utf8.Valid(d.Body) {
-		fmt.Fprintf(w, "%s\n", d.Body)
-	} else {
-		fmt.Fprintln(w, "  (not UTF-8; write it out with --body)")
-	}
+	printHeaders(w, d.Header, "  ")
+	fmt.Fprintf(w, "\nbody (%s):\n", fmtBytes(int64(len(d.Body))))
+	printBody(w, d.Body, "")
 }
 
 func newQuarantineReleaseCmd(g *globals) *cobra.Command {
