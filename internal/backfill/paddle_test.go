@@ -247,3 +247,25 @@ func TestPaddleMalformedAndRetried(t *testing.T) {
 		t.Errorf("yielded %d over %d pages; want pages 1-2 only", len(got), rep.Pages)
 	}
 }
+
+// The page bound stops every walker, not only Stripe's.
+func TestPageBoundStopsPaddleAndGitHub(t *testing.T) {
+	f, srv := newFakePaddle(t, paddleHistory(500), false)
+	o := testOptions(srv.URL, f.key)
+	o.MaxPages = 2
+	p := mustPaddle(t, PaddleConfig{Options: o})
+	var got []string
+	rep, err := p.List(context.Background(), testNow.Add(-24*time.Hour), testNow, paddleCollect(t, &got))
+	if !errors.Is(err, ErrPageBound) || rep.Pages != 2 || len(got) != 400 {
+		t.Errorf("paddle: err %v, report %+v, %d yielded", err, rep, len(got))
+	}
+
+	gf, gsrv := newFakeGitHub(t, "repos/a/b/hooks/1", ghHistory(300))
+	o = testOptions(gsrv.URL, gf.token)
+	o.MaxPages = 2
+	g := mustGitHub(t, GitHubConfig{Options: o, Hook: "repos/a/b/hooks/1"})
+	rep, err = g.Redeliver(context.Background(), testNow.Add(-24*time.Hour), testNow, func(string) (bool, error) { return true, nil })
+	if !errors.Is(err, ErrPageBound) || rep.Pages != 2 {
+		t.Errorf("github: err %v, report %+v", err, rep)
+	}
+}

@@ -97,8 +97,14 @@ func TestSvixRecover(t *testing.T) {
 
 func TestInsecureBaseRefused(t *testing.T) {
 	builders := map[string]func(base string) error{
-		"stripe": func(b string) error { _, err := NewStripe(StripeConfig{Options: Options{APIBase: b, APIKey: "k"}}); return err },
-		"paddle": func(b string) error { _, err := NewPaddle(PaddleConfig{Options: Options{APIBase: b, APIKey: "k"}}); return err },
+		"stripe": func(b string) error {
+			_, err := NewStripe(StripeConfig{Options: Options{APIBase: b, APIKey: "k"}})
+			return err
+		},
+		"paddle": func(b string) error {
+			_, err := NewPaddle(PaddleConfig{Options: Options{APIBase: b, APIKey: "k"}})
+			return err
+		},
 		"github": func(b string) error {
 			_, err := NewGitHub(GitHubConfig{Options: Options{APIBase: b, APIKey: "k"}, Hook: "repos/o/r/hooks/1"})
 			return err
