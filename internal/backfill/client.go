@@ -303,7 +303,9 @@ func ctxErr(ctx context.Context, err error) error {
 }
 
 // do sends one request, retrying 429 (after Retry-After) and 5xx/transport
-// failures (with backoff), and returns the body of a 2xx answer.
+// failures (with backoff), and returns the body of a 2xx answer. A POST
+// retried after a 5xx that did take effect asks for a second redelivery at
+// worst: its copy meets the claim already taken and is a duplicate.
 func (c *client) do(ctx context.Context, method string, u *url.URL, body []byte) ([]byte, http.Header, error) {
 	wait := c.o.Backoff
 	var last error
