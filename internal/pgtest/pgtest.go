@@ -51,7 +51,7 @@ type Cluster struct {
 }
 
 // Settings are postgresql.conf lines added to a cluster's defaults
-// (fsync=on, synchronous_commit=on, listen_addresses=''), overriding them.
+// (fsync=on, synchronous_commit=on, listen_addresses=”), overriding them.
 type Settings map[string]string
 
 // Start runs a new cluster for tb and stops it when tb ends.
