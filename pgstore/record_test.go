@@ -396,3 +396,26 @@ func TestUnstorableText(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossedBatches: batches claiming the same ids in opposite orders at
+// once can deadlock in the server; the loser is run again, so each id is
+// claimed once and no request fails.
+func TestCrossedBatches(t *testing.T) {
+	f := setup(t)
+	var rs []*hookwarden.Receipt
+	for i := range 16 {
+		x, y := element(fmt.Sprint("x", i)), element(fmt.Sprint("y", i))
+		rs = append(rs, batch(x, y), batch(y, x))
+	}
+	accepted := 0
+	for _, res := range f.recordAll(rs) {
+		for _, e := range res.Events {
+			if e.Outcome == hookwarden.Accepted {
+				accepted++
+			}
+		}
+	}
+	if accepted != 32 || f.count(`SELECT count(*) FROM jobs`) != 32 {
+		t.Fatalf("%d accepted, %d jobs; want 32 (each id once)", accepted, f.count(`SELECT count(*) FROM jobs`))
+	}
+}

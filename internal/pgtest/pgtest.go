@@ -51,7 +51,8 @@ type Cluster struct {
 }
 
 // Settings are postgresql.conf lines added to a cluster's defaults
-// (fsync=on, synchronous_commit=on, listen_addresses=”), overriding them.
+// (fsync and synchronous_commit on, listen_addresses empty: no TCP),
+// overriding them.
 type Settings map[string]string
 
 // Start runs a new cluster for tb and stops it when tb ends.
