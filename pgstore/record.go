@@ -43,7 +43,7 @@ func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.R
 		if err == nil {
 			return res, nil
 		}
-		if try < retries && retryable(err) && ctx.Err() == nil {
+		if try < retries && retryable(err) && !errors.Is(err, errCommit) && ctx.Err() == nil {
 			continue
 		}
 		return hookwarden.RecordResult{}, fmt.Errorf("%w: record receipt: %w", hookwarden.ErrUnavailable, err)
@@ -56,6 +56,14 @@ func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
+
+// errCommit marks a failed COMMIT: its outcome is unknown (the connection
+// may have gone after the server committed), so it is never run again
+// here; the provider's retry meets the claim if it was committed.
+var errCommit = errors.New("commit outcome unknown")
+
+// testBeforeCommit, set by a test, runs just before COMMIT.
+var testBeforeCommit func(ctx context.Context, tx pgx.Tx)
 
 // recording is one Record call.
 type recording struct {
@@ -84,8 +92,11 @@ func (rc *recording) run(ctx context.Context) (hookwarden.RecordResult, error) {
 	if err := rc.record(ctx); err != nil {
 		return hookwarden.RecordResult{}, err
 	}
+	if testBeforeCommit != nil {
+		testBeforeCommit(ctx, tx)
+	}
 	if err := tx.Commit(ctx); err != nil {
-		return hookwarden.RecordResult{}, fmt.Errorf("commit (outcome unknown): %w", err)
+		return hookwarden.RecordResult{}, fmt.Errorf("%w: %w", errCommit, err)
 	}
 	return rc.res, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -172,5 +173,34 @@ func TestDatabaseDownIsUnavailable(t *testing.T) {
 	wg.Wait()
 	if n.Load() != 8 {
 		t.Fatalf("%d of 8 unavailable", n.Load())
+	}
+}
+
+// TestCommitLost: the connection dies as the commit is sent: Record answers
+// ErrUnavailable (503), never a success, and the provider's retry is then
+// recorded once.
+func TestCommitLost(t *testing.T) {
+	// Not parallel: the hook is the package's.
+	url := pgtest.Database(t)
+	s := open(t, url, Options{})
+	ctx := context.Background()
+	testBeforeCommit = func(ctx context.Context, tx pgx.Tx) {
+		var pid int
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := s.Record(ctx, receipt("std", "lost", `{}`, "std/app"))
+	testBeforeCommit = nil
+	if !errors.Is(err, hookwarden.ErrUnavailable) || !errors.Is(err, errCommit) {
+		t.Fatalf("record whose commit was cut off: %v, want ErrUnavailable (commit outcome unknown)", err)
+	}
+	res, err := s.Record(ctx, receipt("std", "lost", `{}`, "std/app"))
+	if err != nil || res.Outcome != hookwarden.Accepted {
+		t.Fatalf("the provider's retry: %+v %v, want accepted", res, err)
 	}
 }
