@@ -125,6 +125,7 @@ func start(extra ...Settings) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{bin: bin}
+	reapOrphans(bin)
 	var uid, gid int = -1, -1
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
@@ -146,6 +147,10 @@ func start(extra ...Settings) (*Cluster, error) {
 			os.RemoveAll(c.Dir)
 			return nil, err
 		}
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(c.Dir)
+		return nil, err
 	}
 	// --no-sync only skips initdb's own flush of the new files; the server
 	// then runs with fsync on.
@@ -314,4 +319,34 @@ func Database(tb testing.TB) string {
 		unavailable(tb, err)
 	}
 	return c.NewDatabase(tb)
+}
+
+// ownerFile holds the pid of the test process that started a cluster.
+const ownerFile = "owner.pid"
+
+// reapOrphans stops and removes the clusters of test processes that died
+// without stopping them (a -timeout, a kill): pg_ctl's server outlives
+// the process that started it.
+func reapOrphans(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgtest-*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue // starting, or not ours
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // its owner is alive (or the pid is reused: leave it)
+		}
+		c := &Cluster{Dir: d, bin: bin}
+		if fi, err := os.Stat(d); err == nil && os.Geteuid() == 0 {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				c.cred = &syscall.Credential{Uid: st.Uid, Gid: st.Gid}
+			}
+		}
+		if _, err := os.Stat(filepath.Join(d, "data", "postmaster.pid")); err == nil {
+			_, _ = c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "-t", "30", "stop")
+		}
+		os.RemoveAll(d)
+	}
 }

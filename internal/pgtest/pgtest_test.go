@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -100,4 +102,26 @@ func TestMissingBinaries(t *testing.T) {
 	if inCI() {
 		t.Fatal("empty CI taken as CI")
 	}
+}
+
+// TestReapOrphans: a cluster whose test process died is stopped and
+// removed by the next Start.
+func TestReapOrphans(t *testing.T) {
+	c := Start(t)
+	// A process that has exited: its pid is free.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, ownerFile), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Start(t)
+	if _, err := os.Stat(c.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("orphan %s: %v, want it removed", c.Dir, err)
+	}
+	if _, err := pgx.Connect(context.Background(), c.URL("")); err == nil {
+		t.Fatal("the orphan still answers")
+	}
+	c.stopped = true // reaped
 }
