@@ -419,3 +419,19 @@ func TestCrossedBatches(t *testing.T) {
 		t.Fatalf("%d accepted, %d jobs; want 32 (each id once)", accepted, f.count(`SELECT count(*) FROM jobs`))
 	}
 }
+
+// TestDueByDatabaseClock: without a test clock, a new job is due by the
+// database's clock, whatever the instance's; the receipt keeps its own time.
+func TestDueByDatabaseClock(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.Database(t), Options{})
+	f := &fixture{t: t, s: s}
+	f.record(receipt("std", "e1", `{}`, "std/app")) // received at t0, months off
+	if n := f.count(`SELECT count(*) FROM jobs WHERE abs(extract(epoch FROM next_at - now())) < 600
+		AND created_at = next_at`); n != 1 {
+		t.Fatal("the job is not due by the database's clock")
+	}
+	if n := f.count(`SELECT count(*) FROM receipts WHERE received_at = $1`, t0); n != 1 {
+		t.Fatal("the receipt lost its own time")
+	}
+}
