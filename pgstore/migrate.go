@@ -1,0 +1,121 @@
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations lists the embedded migrations in order; each file name starts
+// with the version it brings the schema to. Gaps and duplicates are refused.
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, n := range names {
+		base := strings.TrimPrefix(n, "migrations/")
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %q: name must start with a positive version number and _", base)
+		}
+		b, err := migrationFS.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration %q: want version %d (no gaps or duplicates)", m.name, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// SchemaVersion is the schema version this build writes.
+func SchemaVersion() int {
+	ms, err := migrations()
+	if err != nil {
+		return 0
+	}
+	return len(ms)
+}
+
+// migrateLock is the session advisory lock that serializes migrations of
+// instances starting at once (PITFALLS 28): "hookwarden" in ASCII.
+const migrateLock int64 = 0x686f6f6b77617264
+
+// migrate brings the schema forward under the advisory lock, one
+// transaction per migration with its version; it refuses a newer schema.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", s.address, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
+		return fmt.Errorf("migrate %s: take the migration lock: %w", s.address, err)
+	}
+	defer func() {
+		// A failed unlock leaves the lock with the session: close it.
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	cur, err := schemaVersion(ctx, conn.Conn())
+	if err != nil {
+		return fmt.Errorf("read schema version of %s: %w", s.address, err)
+	}
+	if cur > len(ms) {
+		return fmt.Errorf("database %s has schema version %d, newer than this build's %d: use a newer hookwarden: %w",
+			s.address, cur, len(ms), ErrNewerSchema)
+	}
+	for _, m := range ms[cur:] {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE schema_version SET version = $1`, m.version)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate %s to %d (%s): %w", s.address, m.version, m.name, err)
+		}
+		s.log.Info("database migrated", "version", m.version, "migration", m.name)
+	}
+	return nil
+}
+
+// schemaVersion reads the version of the schema (0: none yet).
+func schemaVersion(ctx context.Context, c *pgx.Conn) (int, error) {
+	var exists bool
+	if err := c.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return 0, err
+	}
+	var v int
+	err := c.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	return v, err
+}

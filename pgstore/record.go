@@ -1,0 +1,318 @@
+package pgstore
+
+// Record: the receipt, the claims of its events and their jobs in one
+// transaction, with the semantics of sqlitestore's Record. Where SQLite's
+// single writer serializes requests, concurrent transactions here meet on
+// the unique keys: INSERT ... ON CONFLICT DO NOTHING waits for a concurrent
+// insert of the same key to commit and then returns no row, which is the
+// duplicate signal (PITFALLS 21). Nothing is checked before it is inserted.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// retries is how many times a transaction that lost a deadlock (two
+// batches claiming the same ids in other orders) is run again.
+const retries = 3
+
+// Record commits the receipt, the claims of its events and their jobs in
+// one durable transaction. Every failure wraps hookwarden.ErrUnavailable
+// (the receiver's 503), a commit whose outcome is unknown included: the
+// provider's retry is then a duplicate or a new claim, never a loss.
+//
+// Jobs are created pending; the direct hand-over (SetDirect) is not done yet.
+func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.RecordResult, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	r = storable(r)
+	rec := &recording{s: s, r: r, headers: encodeHeaders(r.Header), at: r.ReceivedAt.UTC(), now: s.now()}
+	for try := 0; ; try++ {
+		res, err := rec.run(ctx)
+		if err == nil {
+			return res, nil
+		}
+		if try < retries && retryable(err) && !errors.Is(err, errCommit) && ctx.Err() == nil {
+			continue
+		}
+		return hookwarden.RecordResult{}, fmt.Errorf("%w: record receipt: %w", hookwarden.ErrUnavailable, err)
+	}
+}
+
+// retryable: the server rolled the transaction back to break a deadlock or
+// a serialization conflict; running it again is safe.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// errCommit marks a failed COMMIT: its outcome is unknown (the connection
+// may have gone after the server committed), so it is never run again
+// here; the provider's retry meets the claim if it was committed.
+var errCommit = errors.New("commit outcome unknown")
+
+// testBeforeCommit, set by a test, runs just before COMMIT.
+var testBeforeCommit func(ctx context.Context, tx pgx.Tx)
+
+// recording is one Record call.
+type recording struct {
+	s       *Store
+	r       *hookwarden.Receipt
+	headers string
+	at      time.Time // the receipt's time, as SQLite stores it
+	now     any       // the database's clock (nil) or the test clock: jobs' due times
+	tx      pgx.Tx
+	res     hookwarden.RecordResult
+}
+
+func (rc *recording) run(ctx context.Context) (hookwarden.RecordResult, error) {
+	tx, err := rc.s.pool.Begin(ctx)
+	if err != nil {
+		return hookwarden.RecordResult{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		// After Commit this is a no-op; on a dead connection it returns at once.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	rc.tx = tx
+	rc.res = hookwarden.RecordResult{Events: make([]hookwarden.EventResult, len(rc.r.Events))}
+	if err := rc.record(ctx); err != nil {
+		return hookwarden.RecordResult{}, err
+	}
+	if testBeforeCommit != nil {
+		testBeforeCommit(ctx, tx)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return hookwarden.RecordResult{}, fmt.Errorf("%w: %w", errCommit, err)
+	}
+	return rc.res, nil
+}
+
+func (rc *recording) record(ctx context.Context) error {
+	r := rc.r
+	if r.Token != nil {
+		ok, err := rc.token(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// Nothing is written: the token's row is the first request's.
+			rc.res = hookwarden.RecordResult{Outcome: hookwarden.Replayed}
+			return nil
+		}
+	}
+	switch {
+	case len(r.Events) == 0:
+		return rc.quarantine(ctx, held{kind: hookwarden.QuarantineNoEventID, reason: r.QuarantineReason})
+	case len(r.Events) == 1 && r.Events[0].Body == nil:
+		return rc.single(ctx)
+	default:
+		return rc.batch(ctx)
+	}
+}
+
+// claim inserts the claim of ev. It returns the event's row and whether
+// this call claimed it; for a duplicate, whether the bytes differ, or
+// cannot be told (retention emptied the claim's hash: keep the body).
+func (rc *recording) claim(ctx context.Context, ev *hookwarden.Event) (ref int64, isNew, divergent, unknown bool, err error) {
+	err = rc.tx.QueryRow(ctx, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (source, event_id) DO NOTHING RETURNING id`,
+		rc.r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:], ev.Body).Scan(&ref)
+	if err == nil {
+		return ref, true, false, false, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, false, false, fmt.Errorf("claim event: %w", err)
+	}
+	// The conflicting row is committed (the insert waited for it), so this
+	// statement's snapshot sees it.
+	var sum []byte
+	if err := rc.tx.QueryRow(ctx, `SELECT id, body_sha256 FROM events WHERE source = $1 AND event_id = $2`,
+		rc.r.Source, ev.ID).Scan(&ref, &sum); err != nil {
+		return 0, false, false, false, fmt.Errorf("look up claimed event: %w", err)
+	}
+	return ref, false, len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0, nil
+}
+
+// receiptKind is what a single-event receipt is stored as, and the body it
+// keeps: all of it but a byte-identical duplicate's (the accepted receipt
+// has it). A kept empty body is stored as such, not as NULL (pruned).
+func receiptKind(isNew, divergent, unknown bool, body []byte) (string, []byte) {
+	kind := "accepted"
+	switch {
+	case isNew:
+	case divergent:
+		kind = "divergent"
+	case unknown:
+		kind = "duplicate"
+	default:
+		return "duplicate", nil
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	return kind, body
+}
+
+// receiptHash is a receipt's body_sha256: empty when the bytes are its
+// event's own (events.body_sha256 has the hash), the request's otherwise.
+func receiptHash(r *hookwarden.Receipt, kind string, body []byte) []byte {
+	if kind == "accepted" || (kind == "duplicate" && body == nil) {
+		return []byte{}
+	}
+	return r.BodySHA256[:]
+}
+
+func (rc *recording) insertReceipt(ctx context.Context, ref any, kind string, body []byte, reason any) (int64, error) {
+	var id int64
+	err := rc.tx.QueryRow(ctx, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+		rc.r.Source, ref, kind, rc.at, rc.r.RemoteAddr, rc.headers, body, receiptHash(rc.r, kind, body), reason).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("insert receipt: %w", err)
+	}
+	return id, nil
+}
+
+// jobs creates ev's jobs, pending and due now by the store's clock.
+func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) (int, error) {
+	if len(ev.Destinations) == 0 {
+		return 0, nil
+	}
+	if _, err := rc.tx.Exec(ctx, `INSERT INTO jobs (event_ref, destination, state, next_at, created_at)
+		SELECT $1, d, 'pending', t, t FROM unnest($2::text[]) AS d, COALESCE($3::timestamptz, now()) AS t`,
+		ref, ev.Destinations, rc.now); err != nil {
+		return 0, fmt.Errorf("insert jobs: %w", err)
+	}
+	return len(ev.Destinations), nil
+}
+
+func (rc *recording) single(ctx context.Context) error {
+	r, ev := rc.r, &rc.r.Events[0]
+	if r.BodyReplayCheck {
+		orig, conflict, err := rc.bodyKey(ctx, ev)
+		if err != nil {
+			return err
+		}
+		if conflict {
+			claimed, err := rc.claimed(ctx, ev.ID)
+			if err != nil {
+				return err
+			}
+			if !claimed {
+				return rc.quarantine(ctx, replayedHeld(ev.ID, orig))
+			}
+		}
+	}
+	ref, isNew, divergent, unknown, err := rc.claim(ctx, ev)
+	if err != nil {
+		return err
+	}
+	kind, body := receiptKind(isNew, divergent, unknown, r.Body)
+	if rc.res.ReceiptID, err = rc.insertReceipt(ctx, ref, kind, body, nil); err != nil {
+		return err
+	}
+	if !isNew {
+		rc.res.Outcome = hookwarden.Duplicate
+		rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
+		return nil
+	}
+	n, err := rc.jobs(ctx, ref, ev)
+	if err != nil {
+		return err
+	}
+	rc.res.Outcome = hookwarden.Accepted
+	rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: n}
+	return nil
+}
+
+func (rc *recording) batch(ctx context.Context) error {
+	id, err := rc.insertReceipt(ctx, nil, "batch", rc.r.Body, nil)
+	if err != nil {
+		return err
+	}
+	rc.res.ReceiptID = id
+	rc.res.Outcome = hookwarden.Duplicate
+	for i := range rc.r.Events {
+		ev := &rc.r.Events[i]
+		ref, isNew, divergent, _, err := rc.claim(ctx, ev)
+		if err != nil {
+			return err
+		}
+		kind := "accepted"
+		er := hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
+		switch {
+		case isNew:
+			if er.Jobs, err = rc.jobs(ctx, ref, ev); err != nil {
+				return err
+			}
+			er.Outcome = hookwarden.Accepted
+			rc.res.Outcome = hookwarden.Accepted
+		case divergent:
+			kind = "divergent"
+		default:
+			kind = "duplicate"
+		}
+		// A batch may repeat an id within itself; the first link wins.
+		if _, err := rc.tx.Exec(ctx, `INSERT INTO receipt_events (event_ref, receipt_id, kind) VALUES ($1, $2, $3)
+			ON CONFLICT DO NOTHING`, ref, id, kind); err != nil {
+			return fmt.Errorf("link receipt to event: %w", err)
+		}
+		rc.res.Events[i] = er
+	}
+	return nil
+}
+
+// encodeHeaders renders headers in HTTP wire format, sorted by name, one
+// "Name: value" per line, as sqlitestore stores them. A header value may
+// carry bytes that are not UTF-8 (obs-text), which a text column refuses:
+// they become U+FFFD rather than fail the request.
+func encodeHeaders(h http.Header) string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		for _, v := range h[k] {
+			b.WriteString(k)
+			b.WriteString(": ")
+			b.WriteString(v)
+			b.WriteByte('\n')
+		}
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(b.String(), "\x00", ""), "\uFFFD")
+}
+
+// storable returns r, or, when an event id or type is text PostgreSQL
+// cannot hold (not UTF-8, or a NUL byte: SQLite keeps either), a copy held
+// in quarantine instead: refused on every retry, the request would be a 503
+// for ever; held, its bytes are kept for a human.
+func storable(r *hookwarden.Receipt) *hookwarden.Receipt {
+	ok := func(s string) bool { return utf8.ValidString(s) && !strings.Contains(s, "\x00") }
+	bad := !ok(r.QuarantineReason)
+	for i := range r.Events {
+		bad = bad || !ok(r.Events[i].ID) || !ok(r.Events[i].Type)
+	}
+	if !bad {
+		return r
+	}
+	cp := *r
+	cp.Events, cp.BodyReplayCheck = nil, false
+	cp.QuarantineReason = "event id or type is not UTF-8 text without NUL bytes, which PostgreSQL cannot store"
+	return &cp
+}

@@ -1,0 +1,157 @@
+// Package pgstore is Hookwarden's store on PostgreSQL 15 or later, for
+// several receivers sharing one database (SPEC section 9), through
+// github.com/jackc/pgx/v5 (pure Go: the binary stays CGO-free).
+//
+// This is its foundation, not yet a hookwarden.Store and not wired into the
+// program: Open (a bounded pool whose every new connection is checked for
+// fsync and synchronous_commit, migrations under an advisory lock, a newer
+// schema refused), the schema (migrations/0001_init.sql, the SQLite schema
+// at version 8) and Record (hookwarden.Recorder). Missing: the queue (Lease,
+// Finish, NextDue, ReleaseLeases, OutboxStats, and the direct hand-over:
+// Record creates every job pending, not leased), the run log and gaps, the
+// operator's reads and writes (events, stats, quarantine release and drop,
+// replay, retention, audit), Health, and backup and export.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+var _ hookwarden.Recorder = (*Store)(nil)
+
+// Options tune Open. The zero value is usable.
+type Options struct {
+	// MaxConns bounds the pool (default 16).
+	MaxConns int32
+	// ConnectTimeout bounds opening one connection when the URL sets no
+	// connect_timeout (default 5s).
+	ConnectTimeout time.Duration
+	// Timeout bounds each call, waiting for a pooled connection included,
+	// so that a hung database fails a Record with ErrUnavailable (the
+	// receiver's 503) instead of holding it: limits.commit_timeout
+	// (default 5s).
+	Timeout time.Duration
+	// Now, when set, replaces the database's clock (now()) in every
+	// statement: for the conformance suite's hand-moved clock. Production
+	// leaves it nil, so that every instance reads one clock.
+	Now func() time.Time
+	// Logger receives migration notices (default: discarded).
+	Logger *slog.Logger
+}
+
+// Store is a Hookwarden store in a PostgreSQL database.
+type Store struct {
+	pool    *pgxpool.Pool
+	opts    Options
+	log     *slog.Logger
+	address string // host and database, never the password
+}
+
+// SettingError is a server setting that breaks the promise of a durable
+// 200 (PITFALLS 19): serve must exit 2 naming it.
+type SettingError struct {
+	Setting string // "fsync" or "synchronous_commit"
+	Value   string
+	Why     string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("PostgreSQL setting %s = %s refused: %s", e.Setting, e.Value, e.Why)
+}
+
+// ErrNewerSchema is returned by Open when the database's schema is newer
+// than this build's.
+var ErrNewerSchema = errors.New("schema newer than this build")
+
+// checkSettings refuses a connection on which a commit can be answered
+// before it is durable.
+func checkSettings(ctx context.Context, c *pgx.Conn) error {
+	var fsync, sync, standbys string
+	if err := c.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'),
+		current_setting('synchronous_standby_names')`).Scan(&fsync, &sync, &standbys); err != nil {
+		return fmt.Errorf("read durability settings: %w", err)
+	}
+	switch {
+	case fsync != "on":
+		return &SettingError{"fsync", fsync, "the server does not flush its WAL: a crash loses acknowledged events"}
+	case sync == "off":
+		return &SettingError{"synchronous_commit", sync, "a commit returns before its WAL is flushed: a crash loses acknowledged events"}
+	case sync == "local" && standbys != "":
+		return &SettingError{"synchronous_commit", sync, "synchronous_standby_names is set but commits do not wait for the standby: a failover loses acknowledged events"}
+	}
+	return nil
+}
+
+// Open connects to the database at url, checks its settings and migrates
+// its schema. Errors from the server's settings wrap a *SettingError, a
+// newer schema ErrNewerSchema.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 16
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 5 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's message may quote the URL, password included.
+		return nil, errors.New("parse database url: not a valid PostgreSQL URL")
+	}
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.AfterConnect = checkSettings
+	s := &Store{opts: opts, log: log,
+		address: fmt.Sprintf("postgres://%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
+	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.address, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path is the database's address (host, port and database name).
+func (s *Store) Path() string { return s.address }
+
+// Close closes the pool, waiting for the calls under way.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Pool is the store's pool, for tests' queries.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// bound gives a call its deadline: Options.Timeout, or ctx's if sooner.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.Timeout)
+}
+
+// now is the time argument of statements: nil stands for the database's
+// clock (each statement writes COALESCE($n, now())), unless Options.Now
+// replaces it.
+func (s *Store) now() any {
+	if s.opts.Now == nil {
+		return nil
+	}
+	return s.opts.Now().UTC()
+}
