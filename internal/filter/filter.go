@@ -75,7 +75,9 @@ type Issue struct {
 	Message      string
 }
 
-func (i Issue) String() string { return strconv.Itoa(i.Line) + ":" + strconv.Itoa(i.Column) + ": " + i.Message }
+func (i Issue) String() string {
+	return strconv.Itoa(i.Line) + ":" + strconv.Itoa(i.Column) + ": " + i.Message
+}
 
 // CompileError lists every problem of an expression that does not compile.
 type CompileError struct{ Issues []Issue }
