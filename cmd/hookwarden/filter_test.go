@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A filter that does not compile is named by check and refused by serve
+// (exit 2), with its key path and the line:column of each problem.
+func TestFilterThatDoesNotCompileIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+listen: "127.0.0.1:0"
+admin: { listen: "127.0.0.1:0" }
+database: { path: %q }
+sources:
+  - name: std
+    scheme: standard
+    secrets: [%q]
+    destinations:
+      - name: ok
+        url: "http://127.0.0.1:3000/"
+        filter: 'body.livemode && event.type != "invoice.upcoming"'
+      - name: app
+        url: "http://127.0.0.1:3000/"
+        filter: |
+          event.type == "invoice.paid" &&
+            bdy.livemode
+      - name: typed
+        url: "http://127.0.0.1:3000/"
+        filter: 'event.type'
+`, filepath.Join(dir, "hw.db"), testSecret)), 0o600)
+	want := []string{
+		`error: sources[0].destinations[1].filter: does not compile: 2:3: undeclared reference to 'bdy'`,
+		`error: sources[0].destinations[2].filter: does not compile: 1:1: the expression is of type string; a filter must be a bool`,
+	}
+	for _, cmd := range []string{"check", "serve"} {
+		code, out := runBinIn(t, dir, nil, cmd, "--config", cfg)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2\n%s", cmd, code, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s output lacks %q:\n%s", cmd, w, out)
+			}
+		}
+		if strings.Contains(out, "destinations[0].filter") {
+			t.Errorf("%s reports the filter that compiles:\n%s", cmd, out)
+		}
+	}
+}
+
+// At receive time, in the running program: a filter that is false creates no
+// job, one that is true delivers, and one that fails creates the job, is
+// delivered, and is counted in hookwarden_filter_errors_total of its
+// destination only.
+func TestFilterAtReceiveTimeCountsErrors(t *testing.T) {
+	s := newSink(t)
+	app := startApp(t, s.URL, `        filter: 'body.data.kind == "wanted"'
+      - name: other
+        url: `+fmt.Sprintf("%q", s.URL)+`
+        filter: 'event.type == "x"'
+`)
+	for i, body := range []string{
+		`{"type":"x","data":{"kind":"wanted"}}`, // app and other
+		`{"type":"y","data":{"kind":"unwanted"}}`,
+		`{"type":"x","nodata":true}`, // app: an error, delivered anyway
+	} {
+		if a := app.post(fmt.Sprintf("msg_%d", i), body); a.Status != "accepted" {
+			t.Fatalf("post %d: %+v", i, a)
+		}
+	}
+	if n := app.count(`SELECT count(*) FROM jobs WHERE destination = 'std/app'`); n != 2 {
+		t.Errorf("jobs at std/app: %d, want 2 (the match and the error)", n)
+	}
+	if n := app.count(`SELECT count(*) FROM jobs WHERE destination = 'std/other'`); n != 2 {
+		t.Errorf("jobs at std/other: %d, want 2", n)
+	}
+	eventually(t, "4 deliveries", func() bool { return s.count() == 4 })
+	m := scrapeAll(t, app.AdminAddr())
+	if v := m[`hookwarden_filter_errors_total{destination="std/app"}`]; v != 1 {
+		t.Errorf("filter errors at std/app: %v, want 1", v)
+	}
+	if v, ok := m[`hookwarden_filter_errors_total{destination="std/other"}`]; !ok || v != 0 {
+		t.Errorf("filter errors at std/other: %v (present %v), want 0", v, ok)
+	}
+}
