@@ -1,6 +1,7 @@
 package receiver_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -192,4 +193,49 @@ func TestFilterFollowsSetSources(t *testing.T) {
 	if got := jobsFor(t, store, "f/app"); got != "e2" {
 		t.Errorf("jobs: %q, want e2", got)
 	}
+}
+
+// A filter failing on every event warns once a minute per destination, with
+// the count since the last warning; the rest go to DEBUG.
+func TestFilterErrorWarningsAreRateLimited(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	src := source(t, "f", signature.Params{Scheme: "none"})
+	src.EventID, _ = extract.Parse("json:id")
+	src.EventType, _ = extract.Parse("json:type")
+	src.Destinations = []receiver.Destination{{FullName: "f/app", Filter: mustFilter(t, `body.nope`)}}
+	rc := receiver.New([]receiver.Source{src}, receiver.Options{Recorder: openStore(t),
+		Now:    func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		Logger: slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, b: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	for i := range 3 {
+		postF(t, rc, fmt.Sprintf(`{"id":"e%d"}`, i))
+	}
+	mu.Lock()
+	now = now.Add(61 * time.Second)
+	mu.Unlock()
+	postF(t, rc, `{"id":"e3"}`)
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if n := strings.Count(out, "level=WARN msg=\"filter failed"); n != 2 {
+		t.Errorf("%d WARN lines, want 2:\n%s", n, out)
+	}
+	if n := strings.Count(out, "level=DEBUG msg=\"filter failed"); n != 2 {
+		t.Errorf("%d DEBUG lines, want 2:\n%s", n, out)
+	}
+	if !strings.Contains(out, "errors_since_last_warning=3") {
+		t.Errorf("second warning does not count the 3 errors since the first:\n%s", out)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }

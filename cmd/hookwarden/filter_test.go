@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,5 +91,44 @@ func TestFilterAtReceiveTimeCountsErrors(t *testing.T) {
 	}
 	if v, ok := m[`hookwarden_filter_errors_total{destination="std/other"}`]; !ok || v != 0 {
 		t.Errorf("filter errors at std/other: %v (present %v), want 0", v, ok)
+	}
+}
+
+// quarantine release picks destinations as the receiver would: the filter
+// decides, and an evaluation error delivers.
+func TestQuarantineReleaseAppliesFilters(t *testing.T) {
+	s := newSink(t)
+	db := filepath.Join(t.TempDir(), "hw.db")
+	a := startAppYAML(t, fmt.Sprintf(`
+listen: "127.0.0.1:0"
+admin: { listen: "127.0.0.1:0" }
+database: { path: %q }
+sources:
+  - name: mail
+    scheme: hmac
+    secrets: ["s3cret"]
+    hmac: { header: X-Sig, algorithm: sha256, encoding: hex }
+    event_id: "json:meta.id"
+    destinations:
+      - { name: yes, url: %q, filter: 'body.kind == "a" && event.id == "m-1"' }
+      - { name: no, url: %q, filter: 'body.kind == "b"' }
+      - { name: err, url: %q, filter: 'body.missing.x == 1' }
+`, db, s.URL, s.URL, s.URL), db)
+	body := `{"meta":{},"kind":"a"}`
+	mac := hmac.New(sha256.New, []byte("s3cret"))
+	mac.Write([]byte(body))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+a.HookAddr()+"/hooks/mail", strings.NewReader(body))
+	req.Header.Set("X-Sig", fmt.Sprintf("%x", mac.Sum(nil)))
+	if got := do(t, req); got.Status != "quarantined" {
+		t.Fatalf("got %+v, want quarantined", got)
+	}
+	id := int64(a.count(`SELECT id FROM receipts WHERE kind = 'quarantined'`))
+	if _, err := releaseHeld(context.Background(), a.Store, a.cfg, id, "m-1", cliAudit()); err != nil {
+		t.Fatal(err)
+	}
+	for dest, want := range map[string]int{"mail/yes": 1, "mail/no": 0, "mail/err": 1} {
+		if n := a.count(`SELECT count(*) FROM jobs WHERE destination = ?`, dest); n != want {
+			t.Errorf("jobs at %s: %d, want %d", dest, n, want)
+		}
 	}
 }
