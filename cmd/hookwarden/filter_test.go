@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hookwarden/hookwarden/internal/config"
 )
 
 // A filter that does not compile is named by check and refused by serve
@@ -130,5 +132,31 @@ sources:
 		if n := a.count(`SELECT count(*) FROM jobs WHERE destination = ?`, dest); n != want {
 			t.Errorf("jobs at %s: %d, want %d", dest, n, want)
 		}
+	}
+}
+
+// A reload swaps the filters with the sources: the next request sees the new
+// one, and a reload whose filter does not compile changes nothing.
+func TestReloadSwapsFilters(t *testing.T) {
+	s := newSink(t)
+	db := filepath.Join(t.TempDir(), "hw.db")
+	a := startAppYAML(t, stdConfig(db, "", s.URL, `        filter: 'event.type == "a"'`+"\n"), db)
+	if got := a.post("msg_1", `{"type":"b"}`); got.Status != "accepted" {
+		t.Fatal(got)
+	}
+	if _, problems, _ := loadConfig([]byte(stdConfig(db, "", s.URL, `        filter: 'event.typ == "b" &&'`+"\n")), "test"); len(config.Errors(problems)) == 0 {
+		t.Fatal("a filter that does not compile passed validation")
+	}
+	if _, err := a.Reload(mustLoad(t, stdConfig(db, "", s.URL, `        filter: 'event.type == "b"'`+"\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.post("msg_2", `{"type":"b"}`); got.Status != "accepted" {
+		t.Fatal(got)
+	}
+	if n := a.count(`SELECT count(*) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE e.event_id = 'msg_2'`); n != 1 {
+		t.Errorf("after the reload, msg_2 has %d jobs, want 1", n)
+	}
+	if n := a.count(`SELECT count(*) FROM jobs`); n != 1 {
+		t.Errorf("%d jobs, want 1 (msg_1 filtered out before the reload)", n)
 	}
 }
