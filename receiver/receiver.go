@@ -27,6 +27,7 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/extract"
+	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/signature"
 )
 
@@ -48,12 +49,19 @@ type Source struct {
 	// signed body already claimed under another id is quarantined.
 	BodyReplayCheck bool
 	Destinations    []Destination
+
+	filtered bool // some destination has a Filter (set by SetSources)
 }
 
-// Destination is a delivery target's name and event-type filter.
+// Destination is a delivery target's name and filters: an event gets a job
+// only where both pass.
 type Destination struct {
 	FullName string // "source/name"
 	Match    func(eventType string) bool
+	// Filter is the destination's content filter (nil: none). An evaluation
+	// error creates the job: delivering an event the app did not want is
+	// recoverable, dropping one it did is not.
+	Filter *filter.Filter
 }
 
 // Observer receives what the receiver did, for metrics. All methods must be
@@ -68,6 +76,9 @@ type Observer interface {
 	// Quarantined is called per quarantined request with its kind
 	// (hookwarden.QuarantineNoEventID or QuarantineBodyReplayed).
 	Quarantined(source, kind string)
+	// FilterError is called per failed evaluation of a destination's filter
+	// (the job was created anyway).
+	FilterError(destination string)
 }
 
 type nopObserver struct{}
@@ -76,6 +87,7 @@ func (nopObserver) Request(string, string, time.Duration)          {}
 func (nopObserver) Event(string, string, hookwarden.Outcome, bool) {}
 func (nopObserver) Unauthorized(string, string)                    {}
 func (nopObserver) Quarantined(string, string)                     {}
+func (nopObserver) FilterError(string)                             {}
 
 // Options configure a Receiver.
 type Options struct {
@@ -125,6 +137,7 @@ type Receiver struct {
 	sources   atomic.Pointer[map[string]*Source]
 	draining  atomic.Bool
 	router    *mux.Router
+	filterLog filterLog
 }
 
 // New returns a Receiver serving the given sources.
@@ -177,6 +190,7 @@ func (rc *Receiver) SetSources(sources []Source) {
 	m := make(map[string]*Source, len(sources))
 	for i := range sources {
 		s := sources[i]
+		s.filtered = slices.ContainsFunc(s.Destinations, func(d Destination) bool { return d.Filter != nil })
 		m[s.Name] = &s
 	}
 	rc.sources.Store(&m)
@@ -316,6 +330,11 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 
 // events extracts the request's events, or its quarantine reason.
 func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
+	// What the filters of every event share; nil (no cost) without filters.
+	var freq *filter.Request
+	if src.filtered {
+		freq = &filter.Request{Source: src.Name, Header: rec.Header}
+	}
 	if src.Batch {
 		elems, err := extract.SplitJSONArray(rec.Body)
 		if err != nil {
@@ -324,7 +343,7 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 		}
 		var missing int
 		for _, el := range elems {
-			ev, ok := rc.event(src, rec.Header, el)
+			ev, ok := rc.event(src, rec.Header, el, freq)
 			if !ok {
 				missing++
 				continue
@@ -340,7 +359,7 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 		}
 		return
 	}
-	ev, ok := rc.event(src, rec.Header, rec.Body)
+	ev, ok := rc.event(src, rec.Header, rec.Body, freq)
 	if !ok {
 		rec.QuarantineReason = "no event id found"
 		return
@@ -349,17 +368,30 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 	rec.Events = []hookwarden.Event{ev}
 }
 
-func (rc *Receiver) event(src *Source, h http.Header, body []byte) (hookwarden.Event, bool) {
+// event extracts one event from body (the request's, or a batch element)
+// and picks its destinations. freq is non-nil when some destination has a
+// filter.
+func (rc *Receiver) event(src *Source, h http.Header, body []byte, freq *filter.Request) (hookwarden.Event, bool) {
 	id, err := src.EventID.Extract(h, body)
 	if err != nil || id == "" {
 		return hookwarden.Event{}, false
 	}
 	typ, _ := src.EventType.Extract(h, body) // a missing type is allowed
 	ev := hookwarden.Event{ID: id, Type: typ}
+	var fev *filter.Event // built at the first filter, parsed body kept for the next
 	for _, d := range src.Destinations {
-		if d.Match == nil || d.Match(typ) {
-			ev.Destinations = append(ev.Destinations, d.FullName)
+		if d.Match != nil && !d.Match(typ) {
+			continue
 		}
+		if d.Filter != nil {
+			if fev == nil {
+				fev = &filter.Event{Request: freq, ID: id, Type: typ, Body: body}
+			}
+			if !rc.filter(d, fev) {
+				continue
+			}
+		}
+		ev.Destinations = append(ev.Destinations, d.FullName)
 	}
 	return ev, true
 }

@@ -29,6 +29,7 @@ func (o *countingObserver) Unauthorized(_, reason string) {
 	defer o.mu.Unlock()
 	o.unauthorized[reason]++
 }
+func (o *countingObserver) FilterError(string) {}
 func (o *countingObserver) Quarantined(_, kind string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

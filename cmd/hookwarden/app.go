@@ -17,6 +17,7 @@ import (
 	"github.com/hookwarden/hookwarden/internal/admin"
 	"github.com/hookwarden/hookwarden/internal/config"
 	"github.com/hookwarden/hookwarden/internal/extract"
+	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/metrics"
 	"github.com/hookwarden/hookwarden/internal/signature"
 	"github.com/hookwarden/hookwarden/receiver"
@@ -287,8 +288,14 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 			EventID: idx, EventType: typ, Batch: preset.Batch, BodyReplayCheck: s.BodyReplayCheck()}
 		for j, d := range s.Destinations {
 			full := d.FullName(s.Name)
-			rs.Destinations = append(rs.Destinations, receiver.Destination{FullName: full, Match: d.MatchType})
 			dp := fmt.Sprintf("%s.destinations[%d]", path, j)
+			rd := receiver.Destination{FullName: full, Match: d.MatchType}
+			if d.Filter != "" {
+				if rd.Filter, err = filter.Compile(d.Filter); err != nil {
+					return nil, nil, closers, fmt.Errorf("%s.filter: %w", dp, err)
+				}
+			}
+			rs.Destinations = append(rs.Destinations, rd)
 			var del worker.Deliverer
 			if d.URL != "" {
 				secret := ""

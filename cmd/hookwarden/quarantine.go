@@ -12,6 +12,7 @@ import (
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/config"
 	"github.com/hookwarden/hookwarden/internal/extract"
+	"github.com/hookwarden/hookwarden/internal/filter"
 )
 
 func newQuarantineCmd(g *globals) *cobra.Command {
@@ -231,10 +232,24 @@ func releaseHeld(ctx context.Context, s hookwarden.Store, cfg *config.Config, re
 	if ex, err := extract.Parse(src.EventType); err == nil {
 		rel.EventType, _ = ex.Extract(d.Header, d.Body) // a missing type is allowed, as at the door
 	}
+	id := eventID
+	if id == "" {
+		id = d.CandidateEventID
+	}
+	fev := &filter.Event{Request: &filter.Request{Source: src.Name, Header: d.Header}, ID: id, Type: rel.EventType, Body: d.Body}
 	for _, dst := range src.Destinations {
-		if dst.MatchType(rel.EventType) {
-			rel.Destinations = append(rel.Destinations, dst.FullName(src.Name))
+		if !dst.MatchType(rel.EventType) {
+			continue
 		}
+		if dst.Filter != "" {
+			// As at the door: false skips it, an error delivers.
+			if f, err := filter.Compile(dst.Filter); err == nil {
+				if ok, err := f.Match(fev); err == nil && !ok {
+					continue
+				}
+			}
+		}
+		rel.Destinations = append(rel.Destinations, dst.FullName(src.Name))
 	}
 	res, err := s.ReleaseQuarantined(ctx, rel)
 	if errors.Is(err, hookwarden.ErrAlreadyClaimed) {

@@ -7,6 +7,7 @@ package config
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden/internal/extract"
+	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/signature"
 	"github.com/hookwarden/hookwarden/worker"
 )
@@ -163,6 +165,9 @@ type Destination struct {
 	Backoff       Backoff           `mapstructure:"backoff"`
 	Concurrency   int               `mapstructure:"concurrency"`
 	Types         []string          `mapstructure:"types"`
+	// Filter is a CEL expression over event, headers and body; a job is
+	// created only where it is true (besides Types). Empty: every event.
+	Filter string `mapstructure:"filter"`
 }
 
 // Backoff bounds the retry delays of a destination.
@@ -522,6 +527,24 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 				add(fmt.Sprintf("%s.types[%d]", dp, k), "empty type pattern")
 			}
 		}
+		if d.Filter != "" {
+			checkFilter(dp+".filter", d.Filter, add)
+		}
+	}
+}
+
+// checkFilter compiles a destination's filter as serve will, reporting
+// every problem with its line:column in the expression.
+func checkFilter(path, expr string, add func(string, string, ...any)) {
+	_, err := filter.Compile(expr)
+	var ce *filter.CompileError
+	switch {
+	case errors.As(err, &ce):
+		for _, is := range ce.Issues {
+			add(path, "does not compile: %s", is)
+		}
+	case err != nil:
+		add(path, "%v", err)
 	}
 }
 

@@ -39,6 +39,7 @@ type Metrics struct {
 	divergent     *prometheus.CounterVec
 	unauthorized  *prometheus.CounterVec
 	quarantined   *prometheus.CounterVec
+	filterErrors  *prometheus.CounterVec
 	ack           *prometheus.HistogramVec
 	lastAccepted  *prometheus.GaugeVec
 	deliveries    *prometheus.CounterVec
@@ -73,6 +74,9 @@ func New(log *slog.Logger) *Metrics {
 		Help: "Requests refused at the door, by reason (missing, malformed, mismatch, stale, replayed)."}, []string{"source", "reason"})
 	m.quarantined = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quarantined_total",
 		Help: "Requests held for a human, by reason (no_event_id, body_replayed)."}, []string{"source", "reason"})
+	m.filterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "filter_errors_total",
+		Help: "Evaluations of a destination's filter that failed (missing key, wrong type, cost limit); the job was created anyway."},
+		[]string{"destination"})
 	m.ack = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "ack_duration_seconds",
 		Help:    "Time from request start to answer, durable commit included.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"source"})
@@ -95,7 +99,7 @@ func New(log *slog.Logger) *Metrics {
 		Help: "Claims retention minus (retry_horizon + redrive_window); negative means duplicates can slip through."}, []string{"source"})
 	m.expectWithin = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "source_expect_within_seconds",
 		Help: "The source's expect_within: silence longer than this is a gap (the absence alert's threshold)."}, []string{"source"})
-	for _, c := range []prometheus.Collector{m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.ack, m.lastAccepted,
+	for _, c := range []prometheus.Collector{m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.ack, m.lastAccepted,
 		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg, m.expectWithin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -160,6 +164,12 @@ func (m *Metrics) Quarantined(source, kind string) {
 		kind = hookwarden.QuarantineNoEventID
 	}
 	m.quarantined.WithLabelValues(source, kind).Inc()
+}
+
+// FilterError implements receiver.Observer. The receiver names only
+// configured destinations, so the label set stays bounded.
+func (m *Metrics) FilterError(destination string) {
+	m.filterErrors.WithLabelValues(destination).Inc()
 }
 
 // Attempt records one delivery attempt (the worker's OnAttempt hook).
@@ -232,6 +242,7 @@ func (m *Metrics) InitDestination(dest string) {
 	for _, o := range []string{"delivered", "retry", "dead"} {
 		m.deliveries.WithLabelValues(dest, o)
 	}
+	m.filterErrors.WithLabelValues(dest)
 }
 
 func (m *Metrics) typeLabel(source, t string) string {

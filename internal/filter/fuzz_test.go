@@ -1,0 +1,55 @@
+package filter
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+)
+
+// FuzzFilter compiles arbitrary expressions and evaluates the ones that
+// compile on arbitrary bodies and a header value. Properties: no panic; an
+// evaluation that succeeds spent at most CostLimit; one past the limit is
+// ErrCostLimit; a compile failure is a *CompileError with a position.
+func FuzzFilter(f *testing.F) {
+	for _, s := range []struct{ expr, body string }{
+		{`body.livemode && event.type != "invoice.upcoming"`, stripeBody},
+		{`body.data.object.lines.data.exists(l, l.amount < 600)`, stripeBody},
+		{`body.l.all(x, body.l.all(y, x == y))`, `{"l":[1,2,3,4,5,6,7,8,9,10]}`},
+		{`body[0].event in ["open", "click"]`, `[{"event":"open"}]`},
+		{`headers["x-tag"].matches("^a.*$") || body == null`, `not json`},
+		{`body.?a.?b.orValue(0) > 1.5`, `{"a":{"b":2}}`},
+		{`size(body.s + body.s + body.s) > 3 && body.s.contains("zz")`, `{"s":"zzzzzzzzzzzzzzzzzzzzzzzz"}`},
+		{`[1,2,3].map(x, [x, x, x]).all(l, l.exists(y, string(y) == event.id))`, `{}`},
+		{`int(body.n) / int(body.d) == 1`, `{"n":1,"d":0}`},
+		{`timestamp(body.t) < now`, `{"t":"2026-01-01T00:00:00Z"}`},
+		{"event.type ==\n \"a\" &&", `{}`},
+	} {
+		f.Add(s.expr, []byte(s.body), "a, b")
+	}
+	f.Fuzz(func(t *testing.T, expr string, body []byte, hv string) {
+		if len(expr) > 4096 {
+			return
+		}
+		flt, err := Compile(expr)
+		if err != nil {
+			var ce *CompileError
+			if !errors.As(err, &ce) || len(ce.Issues) == 0 {
+				t.Fatalf("Compile(%q): %v is not a *CompileError with issues", expr, err)
+			}
+			for _, is := range ce.Issues {
+				if is.Line < 1 || is.Column < 1 {
+					t.Fatalf("Compile(%q): issue without a position: %+v", expr, is)
+				}
+			}
+			return
+		}
+		e := &Event{Request: &Request{Source: "s", Header: http.Header{"X-Tag": {hv}}}, ID: "evt_1", Type: "t", Body: body}
+		_, cost, err := flt.eval(e)
+		if err == nil && cost > CostLimit {
+			t.Fatalf("%q succeeded at cost %d, over the limit %d", expr, cost, CostLimit)
+		}
+		if cost > CostLimit && !errors.Is(err, ErrCostLimit) {
+			t.Fatalf("%q spent %d (> %d) and failed with %v, not ErrCostLimit", expr, cost, CostLimit, err)
+		}
+	})
+}
