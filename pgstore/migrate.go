@@ -4,56 +4,23 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwarden/hookwarden/internal/migrations"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations lists the embedded migrations in order; each file name starts
-// with the version it brings the schema to. Gaps and duplicates are refused.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, n := range names {
-		base := strings.TrimPrefix(n, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %q: name must start with a positive version number and _", base)
-		}
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %q: want version %d (no gaps or duplicates)", m.name, i+1)
-		}
-	}
-	return ms, nil
+// loadMigrations lists the embedded migrations in version order.
+func loadMigrations() ([]migrations.Migration, error) {
+	return migrations.Load(migrationFS, "migrations")
 }
 
 // SchemaVersion is the schema version this build writes.
 func SchemaVersion() int {
-	ms, err := migrations()
+	ms, err := loadMigrations()
 	if err != nil {
 		return 0
 	}
@@ -61,13 +28,13 @@ func SchemaVersion() int {
 }
 
 // migrateLock is the session advisory lock that serializes migrations of
-// instances starting at once (PITFALLS 28): "hookwarden" in ASCII.
+// instances starting at once: "hookwarden" in ASCII.
 const migrateLock int64 = 0x686f6f6b77617264
 
 // migrate brings the schema forward under the advisory lock, one
 // transaction per migration with its version; it refuses a newer schema.
 func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrations()
+	ms, err := loadMigrations()
 	if err != nil {
 		return err
 	}
@@ -95,16 +62,16 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	for _, m := range ms[cur:] {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `UPDATE schema_version SET version = $1`, m.version)
+			_, err := tx.Exec(ctx, `UPDATE schema_version SET version = $1`, m.Version)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migrate %s to %d (%s): %w", s.address, m.version, m.name, err)
+			return fmt.Errorf("migrate %s to %d (%s): %w", s.address, m.Version, m.Name, err)
 		}
-		s.log.Info("database migrated", "version", m.version, "migration", m.name)
+		s.log.Info("database migrated", "version", m.Version, "migration", m.Name)
 	}
 	return nil
 }

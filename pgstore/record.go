@@ -5,7 +5,7 @@ package pgstore
 // single writer serializes requests, concurrent transactions here meet on
 // the unique keys: INSERT ... ON CONFLICT DO NOTHING waits for a concurrent
 // insert of the same key to commit and then returns no row, which is the
-// duplicate signal (PITFALLS 21). Nothing is checked before it is inserted.
+// duplicate signal (never SELECT then INSERT: that races). Nothing is checked before it is inserted.
 
 import (
 	"bytes"

@@ -56,7 +56,7 @@ type Store struct {
 }
 
 // SettingError is a server setting that breaks the promise of a durable
-// 200 (PITFALLS 19): serve must exit 2 naming it.
+// 200: serve must exit 2 naming it.
 type SettingError struct {
 	Setting string // "fsync" or "synchronous_commit"
 	Value   string

@@ -4,55 +4,21 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/hookwarden/hookwarden/internal/migrations"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations lists the embedded migrations in order. Their file names start
-// with the version they bring the schema to: 0001_init.sql, 0002_....sql.
-// Gaps and duplicates are refused, so a bad release cannot skip a step.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, n := range names {
-		base := strings.TrimPrefix(n, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %q: name must start with a positive version number and _", base)
-		}
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %q: want version %d (no gaps or duplicates)", m.name, i+1)
-		}
-	}
-	return ms, nil
+// loadMigrations lists the embedded migrations in version order.
+func loadMigrations() ([]migrations.Migration, error) {
+	return migrations.Load(migrationFS, "migrations")
 }
 
 // SchemaVersion is the schema version this build writes.
 func SchemaVersion() int {
-	ms, err := migrations()
+	ms, err := loadMigrations()
 	if err != nil {
 		return 0
 	}
@@ -62,7 +28,7 @@ func SchemaVersion() int {
 // migrate brings the schema forward, one transaction per migration, recording
 // the version in PRAGMA user_version inside the same transaction.
 func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrations()
+	ms, err := loadMigrations()
 	if err != nil {
 		return err
 	}
@@ -76,20 +42,20 @@ func (s *Store) migrate(ctx context.Context) error {
 	for _, m := range ms[cur:] {
 		tx, err := s.wdb.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("migrate to %d: %w", m.version, err)
+			return fmt.Errorf("migrate to %d: %w", m.Version, err)
 		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("migrate to %d (%s): %w", m.version, m.name, err)
+			return fmt.Errorf("migrate to %d (%s): %w", m.Version, m.Name, err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("migrate to %d: set version: %w", m.version, err)
+			return fmt.Errorf("migrate to %d: set version: %w", m.Version, err)
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migrate to %d: commit: %w", m.version, err)
+			return fmt.Errorf("migrate to %d: commit: %w", m.Version, err)
 		}
-		s.log.Info("database migrated", "version", m.version, "migration", m.name)
+		s.log.Info("database migrated", "version", m.Version, "migration", m.Name)
 	}
 	if len(ms) > cur {
 		// A step that rewrote many rows (schema 8) grew the WAL by as much;

@@ -19,7 +19,7 @@ import (
 // it open on one raw connection.
 func openAtVersion(tb testing.TB, path string, v int) *sql.DB {
 	tb.Helper()
-	ms, err := migrations()
+	ms, err := loadMigrations()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -29,10 +29,10 @@ func openAtVersion(tb testing.TB, path string, v int) *sql.DB {
 	}
 	db.SetMaxOpenConns(1)
 	for _, m := range ms[:v] {
-		if _, err := db.Exec(m.sql); err != nil {
-			tb.Fatalf("apply %s: %v", m.name, err)
+		if _, err := db.Exec(m.SQL); err != nil {
+			tb.Fatalf("apply %s: %v", m.Name, err)
 		}
-		if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
+		if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
 			tb.Fatal(err)
 		}
 	}
