@@ -1,5 +1,5 @@
 // Package pgstore is Hookwarden's store on PostgreSQL 15 or later, for
-// several receivers sharing one database (SPEC section 9), through
+// several receivers sharing one database, through
 // github.com/jackc/pgx/v5 (pure Go: the binary stays CGO-free).
 //
 // This is its foundation, not yet a hookwarden.Store and not wired into the

@@ -1,5 +1,5 @@
 // Package backfill talks to the providers' APIs to recover what an outage
-// missed (SPEC section 10). It does the HTTP and nothing else: it lists the
+// missed. It does the HTTP and nothing else: it lists the
 // events of a window (Stripe, Paddle) or asks the provider to send them again
 // (GitHub redeliveries, Svix recover), and reports what it saw.
 //
