@@ -343,8 +343,8 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 		}
 		var missing int
 		for _, el := range elems {
-			ev, ok := rc.event(src, rec.Header, el, freq)
-			if !ok {
+			ev, err := rc.event(src, rec.Header, el, freq)
+			if err != nil {
 				missing++
 				continue
 			}
@@ -359,9 +359,11 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 		}
 		return
 	}
-	ev, ok := rc.event(src, rec.Header, rec.Body, freq)
-	if !ok {
-		rec.QuarantineReason = "no event id found"
+	ev, err := rc.event(src, rec.Header, rec.Body, freq)
+	if err != nil {
+		// Why, for the human who looks: absent, or found but not usable as
+		// an id (not UTF-8, control characters, too long).
+		rec.QuarantineReason = "no event id found (" + err.Error() + ")"
 		return
 	}
 	ev.BodySHA256 = rec.BodySHA256
@@ -371,10 +373,13 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 // event extracts one event from body (the request's, or a batch element)
 // and picks its destinations. freq is non-nil when some destination has a
 // filter.
-func (rc *Receiver) event(src *Source, h http.Header, body []byte, freq *filter.Request) (hookwarden.Event, bool) {
+func (rc *Receiver) event(src *Source, h http.Header, body []byte, freq *filter.Request) (hookwarden.Event, error) {
 	id, err := src.EventID.Extract(h, body)
-	if err != nil || id == "" {
-		return hookwarden.Event{}, false
+	if err == nil && id == "" {
+		err = errors.New("empty")
+	}
+	if err != nil {
+		return hookwarden.Event{}, err
 	}
 	typ, _ := src.EventType.Extract(h, body) // a missing type is allowed
 	ev := hookwarden.Event{ID: id, Type: typ}
@@ -393,7 +398,7 @@ func (rc *Receiver) event(src *Source, h http.Header, body []byte, freq *filter.
 		}
 		ev.Destinations = append(ev.Destinations, d.FullName)
 	}
-	return ev, true
+	return ev, nil
 }
 
 // remoteAddr is the client's address: the TCP peer, or, when the peer is a
