@@ -1,0 +1,377 @@
+package pgstore
+
+// The queue: leases, finishes and unleases, with sqlitestore's semantics
+// on several instances at once. Every time is the database's clock (or
+// Options.Now in tests), never an instance's.
+//
+// Unlike SQLite's, a lease here leaves next_at alone (see the schema's
+// comment on jobs): it writes only attempts and leased_until, so that it is
+// a HOT update. A pending job is therefore due when next_at has passed and
+// its lease, if any, has expired; the time it becomes due is the later of
+// next_at and leased_until.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/jackc/pgx/v5"
+)
+
+var _ hookwarden.Queue = (*Store)(nil)
+
+// leaseSQL leases up to $2 due jobs of destination $1 until now ($4, or the
+// database's clock) plus $3 microseconds, and reads what their delivery
+// needs in the same statement (one round trip). SKIP LOCKED in the
+// sub-select lets instances leasing at once take disjoint jobs without
+// waiting on each other; a row another lease committed meanwhile is
+// re-checked against the WHERE clause on its new version, so it is not
+// taken twice. The body of a single event is its accepted receipt's, a
+// batch element's is its own. The LEFT JOINs keep a job whose event cannot
+// be read, so that it is reported, as sqlitestore reports it.
+const leaseSQL = `
+WITH leased AS (
+	UPDATE jobs SET attempts = attempts + 1,
+		leased_until = COALESCE($4::timestamptz, now()) + $3::bigint * interval '1 microsecond'
+	WHERE id IN (
+		SELECT id FROM jobs
+		WHERE destination = $1 AND state = 'pending' AND next_at <= COALESCE($4::timestamptz, now())
+			AND (leased_until IS NULL OR leased_until <= COALESCE($4::timestamptz, now()))
+		ORDER BY next_at, id
+		FOR UPDATE SKIP LOCKED
+		LIMIT $2)
+	RETURNING id, event_ref, attempts, dead_count, next_at)
+SELECT l.id, l.event_ref, l.attempts, l.dead_count, r.id IS NOT NULL,
+	COALESCE(e.source, ''), COALESCE(e.event_id, ''), COALESCE(e.event_type, ''),
+	COALESCE(e.body, r.body, ''::bytea), COALESCE(r.headers, ''), COALESCE(r.received_at, 'epoch'::timestamptz),
+	e.body IS NOT NULL
+FROM leased l
+LEFT JOIN events e ON e.id = l.event_ref
+LEFT JOIN receipts r ON r.id = COALESCE(
+	(SELECT id FROM receipts WHERE event_ref = e.id AND kind = 'accepted' ORDER BY id LIMIT 1),
+	(SELECT receipt_id FROM receipt_events WHERE event_ref = e.id AND kind = 'accepted' ORDER BY receipt_id LIMIT 1))
+ORDER BY l.next_at, l.id`
+
+// Lease marks up to max due pending jobs of the destination as in flight
+// until now+leaseFor, counts the attempt, and returns them ready to
+// deliver, oldest due first. A job whose worker died is due again when its
+// lease expires, on whichever instance leases next: no separate rescuer.
+// If a job's event cannot be read, the jobs before it are returned with
+// the error; the lease of the others stands until it expires.
+func (s *Store) Lease(ctx context.Context, destination string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, leaseSQL, destination, max, leaseFor.Microseconds(), s.now())
+	if err != nil {
+		return nil, fmt.Errorf("%w: lease jobs: %w", hookwarden.ErrUnavailable, err)
+	}
+	return leasedJobs(rows, destination)
+}
+
+// FinishAndLease is Finish, then Lease of up to max jobs of the
+// destination, in one transaction: a worker that keeps its slot busy pays
+// one commit per delivery instead of two. Both happen or neither does.
+func (s *Store) FinishAndLease(ctx context.Context, a hookwarden.Attempt, destination string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	if err := checkVerdict(a); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var jobs []hookwarden.Job
+	var loadErr error
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.finishTx(ctx, tx, a); err != nil {
+			return err
+		}
+		if max <= 0 {
+			return nil
+		}
+		rows, err := tx.Query(ctx, leaseSQL, destination, max, leaseFor.Microseconds(), s.now())
+		if err != nil {
+			return fmt.Errorf("lease jobs: %w", err)
+		}
+		jobs, loadErr = leasedJobs(rows, destination)
+		if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
+			return loadErr // the statement failed: roll the finish back too
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
+	}
+	if loadErr != nil {
+		// The attempt is recorded whatever happens now: a job whose event
+		// cannot be read keeps its lease and is due again when it expires.
+		s.log.Error("load leased jobs", "destination", destination, "err", loadErr)
+	}
+	return jobs, nil
+}
+
+// errNoEvent marks a leased job whose event (or its accepted receipt)
+// cannot be read.
+var errNoEvent = errors.New("event not found")
+
+// leasedJobs reads the lease statement's rows, in lease order, and closes
+// them. A statement error wraps hookwarden.ErrUnavailable; a job without
+// its event ends the list with an error wrapping errNoEvent.
+func leasedJobs(rows pgx.Rows, destination string) ([]hookwarden.Job, error) {
+	defer rows.Close()
+	var jobs []hookwarden.Job
+	var missing error
+	for rows.Next() {
+		var j hookwarden.Job
+		var ref int64
+		var found, element bool
+		var headers string
+		if err := rows.Scan(&j.ID, &ref, &j.Attempt, &j.DeadCount, &found, &j.Source, &j.EventID, &j.EventType,
+			&j.Body, &headers, &j.ReceivedAt, &element); err != nil {
+			return jobs, fmt.Errorf("%w: lease jobs: %w", hookwarden.ErrUnavailable, err)
+		}
+		if missing != nil {
+			continue // read to the end so that the statement's outcome is known
+		}
+		if !found {
+			missing = fmt.Errorf("load event %d: %w", ref, errNoEvent)
+			continue
+		}
+		j.Destination = destination
+		j.ReceivedAt = j.ReceivedAt.UTC()
+		if element {
+			j.ContentType = "application/json" // batch elements are JSON values
+		} else {
+			j.ContentType = headerValue(headers, "Content-Type")
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return jobs, fmt.Errorf("%w: lease jobs: %w", hookwarden.ErrUnavailable, err)
+	}
+	return jobs, missing
+}
+
+// headerValue is the first value of the header name in headers as
+// encodeHeaders writes them (canonical names, "Name: value" lines).
+func headerValue(headers, name string) string {
+	for line := range strings.SplitSeq(headers, "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// Finish records an attempt and applies its verdict to the job. The
+// verdict of a stale attempt (the job was leased again since, or finished)
+// is kept in the attempt log but does not change the job.
+func (s *Store) Finish(ctx context.Context, a hookwarden.Attempt) error {
+	if err := checkVerdict(a); err != nil {
+		return err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := s.inTx(ctx, func(tx pgx.Tx) error { return s.finishTx(ctx, tx, a) }); err != nil {
+		return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func checkVerdict(a hookwarden.Attempt) error {
+	switch a.Verdict {
+	case hookwarden.Delivered, hookwarden.Retry, hookwarden.Dead:
+		return nil
+	}
+	return fmt.Errorf("finish job %d: unknown verdict %q", a.JobID, a.Verdict)
+}
+
+// finishTx records the attempt and applies its verdict. The verdict applies
+// only to the lease that made the attempt (attempts = its number): a late
+// finish of an attempt whose lease expired and was leased again is logged
+// but must not overwrite the newer attempt's outcome.
+func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt) error {
+	var status, exit, errText any
+	if a.StatusCode != 0 {
+		status = a.StatusCode
+	}
+	if a.ExitCode >= 0 {
+		exit = a.ExitCode
+	}
+	if a.Error != "" {
+		// A text column refuses what SQLite keeps: an error quoting bytes.
+		errText = strings.ToValidUTF8(strings.ReplaceAll(a.Error, "\x00", ""), "\uFFFD")
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO attempts (job_id, number, started_at, duration_us, status_code, exit_code, error, response, verdict)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		a.JobID, a.Number, a.StartedAt.UTC(), a.Duration.Microseconds(), status, exit, errText, a.Response, string(a.Verdict)); err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
+	}
+	var err error
+	switch a.Verdict {
+	case hookwarden.Delivered:
+		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL,
+			finished_at = COALESCE($1::timestamptz, now())
+			WHERE id = $2 AND state = 'pending' AND attempts = $3`, s.now(), a.JobID, a.Number)
+	case hookwarden.Retry:
+		_, err = tx.Exec(ctx, `UPDATE jobs SET next_at = $1, leased_until = NULL, last_error = $2
+			WHERE id = $3 AND state = 'pending' AND attempts = $4`, a.RetryAt.UTC(), errText, a.JobID, a.Number)
+	case hookwarden.Dead:
+		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = $1,
+			finished_at = COALESCE($2::timestamptz, now()), dead_count = dead_count + 1
+			WHERE id = $3 AND state = 'pending' AND attempts = $4`, errText, s.now(), a.JobID, a.Number)
+	}
+	if err != nil {
+		return fmt.Errorf("finish job %d: %w", a.JobID, err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction and commits it.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		// After Commit this is a no-op; on a dead connection it returns at once.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// nextDueSQL: the earliest time a pending job of the destination becomes
+// due, the later of its next_at and its lease's end. The jobs_due index
+// gives the first job not leased (U, whose time is its next_at); a job due
+// after U's next_at cannot be earlier, so only the jobs before it are
+// looked at, the leased ones: as many as are in flight, not the backlog.
+const nextDueSQL = `
+SELECT min(GREATEST(next_at, COALESCE(leased_until, next_at))) FROM jobs
+WHERE destination = $1 AND state = 'pending' AND next_at <= COALESCE(
+	(SELECT next_at FROM jobs WHERE destination = $1 AND state = 'pending' AND leased_until IS NULL
+		ORDER BY next_at LIMIT 1),
+	'infinity'::timestamptz)`
+
+// NextDue is the earliest due time of a pending job of the destination
+// (ok=false: none), a job in flight counting at its lease's end.
+func (s *Store) NextDue(ctx context.Context, destination string) (time.Time, bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var next *time.Time
+	if err := s.pool.QueryRow(ctx, nextDueSQL, destination).Scan(&next); err != nil {
+		return time.Time{}, false, fmt.Errorf("next due job: %w", err)
+	}
+	if next == nil {
+		return time.Time{}, false, nil
+	}
+	return next.UTC(), true, nil
+}
+
+// ReleaseLeases makes every leased pending job due now, its attempt
+// counted. Call it once at start, before the workers run.
+//
+// It cannot tell whose lease it releases: the jobs table does not record
+// the instance. With one instance that is sqlitestore's meaning (every
+// lease is a dead process's); with several, the caller must call it only
+// when no other instance is running, or a live instance's jobs in flight
+// are leased again and delivered twice. Leases of a dead instance expire
+// on their own in any case.
+func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	// next_at already passed when the job was leased: LEAST keeps it (its
+	// place in the order, and a HOT update) unless it is somehow later.
+	tag, err := s.pool.Exec(ctx, `UPDATE jobs SET next_at = LEAST(next_at, COALESCE($1::timestamptz, now())), leased_until = NULL
+		WHERE state = 'pending' AND leased_until IS NOT NULL`, s.now())
+	if err != nil {
+		return 0, fmt.Errorf("%w: release leases: %w", hookwarden.ErrUnavailable, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Unlease gives back the lease of a job handed to a slot whose pool
+// refused to start it. The attempt never ran, so it is not counted, and the
+// job is due now for whichever pool or instance serves the destination
+// next. A job leased again or finished since is left alone.
+func (s *Store) Unlease(ctx context.Context, job hookwarden.Job) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE jobs SET attempts = attempts - 1,
+		next_at = LEAST(next_at, COALESCE($1::timestamptz, now())), leased_until = NULL
+		WHERE id = $2 AND state = 'pending' AND attempts = $3 AND leased_until IS NOT NULL`,
+		s.now(), job.ID, job.Attempt); err != nil {
+		return fmt.Errorf("%w: unlease job %d: %w", hookwarden.ErrUnavailable, job.ID, err)
+	}
+	return nil
+}
+
+// SetDirect is accepted and ignored for now: Record creates every job
+// pending, and workers lease it. The direct hand-over (a new job committed
+// leased to a reserved slot) comes in a later step.
+func (s *Store) SetDirect(hookwarden.Direct) {}
+
+// OutboxStats reads pending depth, oldest pending age (on the store's
+// clock) and dead letters per destination, one entry per name given
+// (zeros included) plus any other destination that still has jobs. The
+// partial indexes on pending and dead jobs keep this proportional to the
+// outbox, not to the history. Delivered is left zero (Stats counts it).
+func (s *Store) OutboxStats(ctx context.Context, destinations []string) ([]hookwarden.OutboxStat, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	byName := make(map[string]*hookwarden.OutboxStat, len(destinations))
+	order := append([]string(nil), destinations...)
+	for _, d := range destinations {
+		byName[d] = &hookwarden.OutboxStat{Destination: d}
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT destination, 'p', count(*), min(COALESCE(replayed_at, created_at)), COALESCE($1::timestamptz, now())
+FROM jobs WHERE state = 'pending' GROUP BY destination
+UNION ALL
+SELECT destination, 'd', count(*), NULL, NULL FROM jobs WHERE state = 'dead' GROUP BY destination`, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("outbox stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dest, kind string
+		var n int
+		var oldest, now *time.Time
+		if err := rows.Scan(&dest, &kind, &n, &oldest, &now); err != nil {
+			return nil, fmt.Errorf("outbox stats: %w", err)
+		}
+		st := byName[dest]
+		if st == nil {
+			st = &hookwarden.OutboxStat{Destination: dest}
+			byName[dest] = st
+			order = append(order, dest)
+		}
+		if kind == "p" {
+			st.Pending = n
+			if oldest != nil && now != nil {
+				st.OldestPendingAge = max(now.Sub(*oldest), 0)
+				st.OldestPendingSeconds = st.OldestPendingAge.Seconds()
+			}
+		} else {
+			st.Dead = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox stats: %w", err)
+	}
+	out := make([]hookwarden.OutboxStat, len(order))
+	for i, d := range order {
+		out[i] = *byName[d]
+	}
+	return out, nil
+}
