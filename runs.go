@@ -34,6 +34,9 @@ type GapOptions struct {
 
 // Outage is a window in which no serve process was running on the file.
 type Outage struct {
+	// Kind is "outage", or "restart": one instance's restart while another
+	// served (several instances on one PostgreSQL store), no events missed.
+	Kind  string    `json:"kind"`
 	Start time.Time `json:"start"`
 	// End is the start of the next run; zero while the window is open (no
 	// run since, or the last run died): then Length runs to now.

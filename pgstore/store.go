@@ -6,11 +6,12 @@
 // program: Open (a bounded pool whose every new connection is checked for
 // fsync and synchronous_commit, migrations under an advisory lock, a newer
 // schema refused), the schema (migrations/0001_init.sql, the SQLite schema
-// at version 8) and Record (hookwarden.Recorder). Missing: the queue (Lease,
-// Finish, NextDue, ReleaseLeases, OutboxStats, and the direct hand-over:
-// Record creates every job pending, not leased), the run log and gaps, the
-// operator's reads and writes (events, stats, quarantine release and drop,
-// replay, retention, audit), Health, and backup and export.
+// at version 8), Record (hookwarden.Recorder) and the run log with gaps
+// across instances (hookwarden.RunLog). Missing: the queue (Lease, Finish,
+// NextDue, ReleaseLeases, OutboxStats, and the direct hand-over: Record
+// creates every job pending, not leased), the operator's reads and writes
+// (events, stats, quarantine release and drop, replay, retention, audit),
+// Health, and backup and export.
 package pgstore
 
 import (
@@ -43,6 +44,10 @@ type Options struct {
 	// statement: for the conformance suite's hand-moved clock. Production
 	// leaves it nil, so that every instance reads one clock.
 	Now func() time.Time
+	// Instance names this receiver in the run log, stable across its
+	// restarts (default: the host's name), so gaps can tell a restart while
+	// others served from an outage.
+	Instance string
 	// Logger receives migration notices (default: discarded).
 	Logger *slog.Logger
 }

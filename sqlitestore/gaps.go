@@ -70,7 +70,7 @@ func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden
 	for i := range runs {
 		r := &runs[i]
 		if reachRun != nil && r.StartedAt.After(reach) {
-			o := hookwarden.Outage{Start: reach, End: r.StartedAt, Length: r.StartedAt.Sub(reach),
+			o := hookwarden.Outage{Kind: "outage", Start: reach, End: r.StartedAt, Length: r.StartedAt.Sub(reach),
 				Crash: reachRun.StoppedAt.IsZero(), RunBefore: reachRun.ID, RunAfter: r.ID}
 			if (o.Crash || o.Length >= opt.MinClean) && !o.End.Before(opt.Since) {
 				horizon(&o)
@@ -90,7 +90,7 @@ func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden
 		last := reachRun
 		alive := last.StoppedAt.IsZero() && now.Sub(last.HeartbeatAt) <= opt.Stale
 		if !alive && now.After(reach) {
-			o := hookwarden.Outage{Start: reach, Open: true, Length: now.Sub(reach), Crash: last.StoppedAt.IsZero(), RunBefore: last.ID}
+			o := hookwarden.Outage{Kind: "outage", Start: reach, Open: true, Length: now.Sub(reach), Crash: last.StoppedAt.IsZero(), RunBefore: last.ID}
 			if o.Crash || o.Length >= opt.MinClean {
 				horizon(&o)
 				rep.Outages = append(rep.Outages, o)

@@ -84,7 +84,7 @@ func writeGapsJSON(w io.Writer, rep hookwarden.GapReport) error {
 		if err := writeJSONLine(w, struct {
 			Kind string `json:"kind"`
 			hookwarden.Outage
-		}{"outage", o}); err != nil {
+		}{o.Kind, o}); err != nil {
 			return err
 		}
 	}

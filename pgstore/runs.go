@@ -1,0 +1,362 @@
+package pgstore
+
+// The run log across instances: every serve process records its run, with
+// the instance it belongs to, on the database's clock; gaps are the windows
+// when no instance was up.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/jackc/pgx/v5"
+)
+
+var _ hookwarden.RunLog = (*Store)(nil)
+
+// instance is the name runs are recorded under: Options.Instance, else the
+// host's name. It must outlive a process so that a restart can be paired
+// with the run before it.
+func (s *Store) instance() string {
+	if s.opts.Instance != "" {
+		return s.opts.Instance
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "unknown"
+}
+
+// StartRun records the start of a serve process on this instance.
+func (s *Store) StartRun(ctx context.Context, version string) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var id int64
+	err := s.pool.QueryRow(ctx, `INSERT INTO runs (instance, started_at, heartbeat_at, version, pid)
+		VALUES ($1, COALESCE($2::timestamptz, now()), COALESCE($2::timestamptz, now()), $3, $4) RETURNING id`,
+		s.instance(), s.now(), version, os.Getpid()).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("record run start: %w", err)
+	}
+	return id, nil
+}
+
+// Heartbeat records that the run is alive now, by the database's clock.
+func (s *Store) Heartbeat(ctx context.Context, run int64) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE runs SET heartbeat_at = COALESCE($1::timestamptz, now()) WHERE id = $2`,
+		s.now(), run); err != nil {
+		return fmt.Errorf("record heartbeat: %w", err)
+	}
+	return nil
+}
+
+// StopRun records a clean stop.
+func (s *Store) StopRun(ctx context.Context, run int64) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE runs SET heartbeat_at = COALESCE($1::timestamptz, now()),
+		stopped_at = COALESCE($1::timestamptz, now()) WHERE id = $2`, s.now(), run); err != nil {
+		return fmt.Errorf("record run stop: %w", err)
+	}
+	return nil
+}
+
+// instanceRun is a run with the instance it belongs to.
+type instanceRun struct {
+	hookwarden.Run
+	instance string
+}
+
+func (s *Store) runs(ctx context.Context) ([]instanceRun, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT id, instance, started_at, heartbeat_at, stopped_at, version, pid
+		FROM runs ORDER BY started_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	var out []instanceRun
+	for rows.Next() {
+		var r instanceRun
+		var stop *time.Time
+		if err := rows.Scan(&r.ID, &r.instance, &r.StartedAt, &r.HeartbeatAt, &stop, &r.Version, &r.PID); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read runs: %w", err)
+		}
+		r.StartedAt, r.HeartbeatAt = r.StartedAt.UTC(), r.HeartbeatAt.UTC()
+		if stop != nil {
+			r.StoppedAt = stop.UTC()
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	return out, nil
+}
+
+// Runs lists every recorded run, of every instance, in start order.
+func (s *Store) Runs(ctx context.Context) ([]hookwarden.Run, error) {
+	rs, err := s.runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hookwarden.Run, len(rs))
+	for i, r := range rs {
+		out[i] = r.Run
+	}
+	return out, nil
+}
+
+// clock is the store's now: Options.Now, else the database's.
+func (s *Store) clock(ctx context.Context) (time.Time, error) {
+	if s.opts.Now != nil {
+		return s.opts.Now().UTC(), nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return now.UTC(), nil
+}
+
+// Gaps lists the windows when no instance was up (kind "outage"), the
+// restarts of one instance while another served (kind "restart", never
+// beyond a retry horizon: the others received meanwhile), and the silences
+// of sources with an expect_within, by the database's clock.
+func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error) {
+	if opt.MinClean <= 0 {
+		opt.MinClean = 5 * time.Second
+	}
+	if opt.Stale <= 0 {
+		opt.Stale = 10 * time.Second
+	}
+	now, err := s.clock(ctx)
+	if err != nil {
+		return hookwarden.GapReport{}, err
+	}
+	rep := hookwarden.GapReport{Now: now, Outages: []hookwarden.Outage{}, Silences: []hookwarden.Silence{}}
+	runs, err := s.runs(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.Runs = len(runs)
+	// end is the last moment a run shows itself alive. A live run (no stop,
+	// a fresh heartbeat) is alive now: another instance starting between two
+	// of its heartbeats is no window.
+	alive := func(r *instanceRun) bool { return r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale }
+	end := func(r *instanceRun) time.Time {
+		if alive(r) {
+			return now
+		}
+		if !r.StoppedAt.IsZero() && r.StoppedAt.After(r.HeartbeatAt) {
+			return r.StoppedAt
+		}
+		return r.HeartbeatAt
+	}
+	listed := func(o hookwarden.Outage) bool {
+		return (o.Crash || o.Length >= opt.MinClean) && (o.Open || !o.End.Before(opt.Since))
+	}
+	horizon := func(o *hookwarden.Outage) {
+		for _, p := range opt.Sources {
+			if o.Length > p.RetryHorizon {
+				o.BeyondRetryHorizon = append(o.BeyondRetryHorizon, p.Name)
+			}
+		}
+	}
+	// Outages: the holes in the union of [start, end] over all runs, swept
+	// in start order; reach is the latest end seen so far.
+	var reach time.Time
+	var reachRun *instanceRun
+	anyAlive := false
+	for i := range runs {
+		r := &runs[i]
+		if reachRun != nil && r.StartedAt.After(reach) {
+			o := hookwarden.Outage{Kind: "outage", Start: reach, End: r.StartedAt, Length: r.StartedAt.Sub(reach),
+				Crash: reachRun.StoppedAt.IsZero(), RunBefore: reachRun.ID, RunAfter: r.ID}
+			if listed(o) {
+				horizon(&o)
+				rep.Outages = append(rep.Outages, o)
+			}
+		}
+		if e := end(r); reachRun == nil || e.After(reach) {
+			reach, reachRun = e, r
+		}
+		anyAlive = anyAlive || alive(r)
+	}
+	if reachRun != nil && !anyAlive && now.After(reach) {
+		o := hookwarden.Outage{Kind: "outage", Start: reach, Open: true, Length: now.Sub(reach),
+			Crash: reachRun.StoppedAt.IsZero(), RunBefore: reachRun.ID}
+		if listed(o) {
+			horizon(&o)
+			rep.Outages = append(rep.Outages, o)
+		}
+	}
+	rep.Outages = append(rep.Outages, restarts(runs, end, listed)...)
+	sort.SliceStable(rep.Outages, func(i, j int) bool { return rep.Outages[i].Start.Before(rep.Outages[j].Start) })
+	for i := range rep.Outages {
+		rep.Outages[i].LengthSeconds = rep.Outages[i].Length.Seconds()
+	}
+
+	first := now
+	if len(runs) > 0 {
+		first = runs[0].StartedAt
+	}
+	for _, p := range opt.Sources {
+		if p.ExpectWithin <= 0 {
+			continue
+		}
+		sil, err := s.silences(ctx, p, opt.Since, first, now)
+		if err != nil {
+			return rep, err
+		}
+		rep.Silences = append(rep.Silences, sil...)
+	}
+	sort.SliceStable(rep.Silences, func(i, j int) bool { return rep.Silences[i].Start.Before(rep.Silences[j].Start) })
+	return rep, nil
+}
+
+// restarts pairs each run with the run of its instance that ended last
+// before it started (not yet paired: two processes may share a host's
+// name), and lists the pair as a restart when other runs were alive from
+// the moment the earlier one ended until the later one started. A restart
+// with any moment of no instance up holds an outage, listed as such instead.
+func restarts(runs []instanceRun, end func(*instanceRun) time.Time, listed func(hookwarden.Outage) bool) []hookwarden.Outage {
+	var out []hookwarden.Outage
+	paired := make([]bool, len(runs))
+	for i := range runs {
+		r := &runs[i]
+		prev := -1
+		for j := range i {
+			p := &runs[j]
+			if paired[j] || p.instance != r.instance || end(p).After(r.StartedAt) {
+				continue
+			}
+			if prev < 0 || end(p).After(end(&runs[prev])) {
+				prev = j
+			}
+		}
+		if prev < 0 {
+			continue
+		}
+		paired[prev] = true
+		p := &runs[prev]
+		stop := end(p)
+		// Covered: the other runs, in start order, reach without a hole
+		// from stop to r's start.
+		reach := stop
+		for k := range runs {
+			o := &runs[k]
+			if k == prev || k == i {
+				continue
+			}
+			if o.StartedAt.After(reach) || !reach.Before(r.StartedAt) {
+				break
+			}
+			if e := end(o); e.After(reach) {
+				reach = e
+			}
+		}
+		if !reach.After(stop) || reach.Before(r.StartedAt) {
+			continue
+		}
+		o := hookwarden.Outage{Kind: "restart", Start: stop, End: r.StartedAt, Length: r.StartedAt.Sub(stop),
+			Crash: p.StoppedAt.IsZero(), RunBefore: p.ID, RunAfter: r.ID}
+		if listed(o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// silences finds the gaps between consecutive requests of one source longer
+// than its expect_within, and the silence since its last request, as
+// sqlitestore does: from the last request retention deleted on (the time
+// pruned_totals keeps), before which only some receipts remain.
+func (s *Store) silences(ctx context.Context, p hookwarden.SourcePolicy, since, firstRun, now time.Time) ([]hookwarden.Silence, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var out []hookwarden.Silence
+	add := func(start, end time.Time, open bool) {
+		l := end.Sub(start)
+		if l <= p.ExpectWithin {
+			return
+		}
+		sl := hookwarden.Silence{Source: p.Name, Start: start, Open: open, Length: l, LengthSeconds: l.Seconds(),
+			ExpectWithin: p.ExpectWithin, ExpectSeconds: p.ExpectWithin.Seconds(), BeyondRetryHorizon: l > p.RetryHorizon}
+		if !open {
+			sl.End = end
+		}
+		out = append(out, sl)
+	}
+	var from *time.Time // nil: all history
+	if !since.IsZero() {
+		from = &since
+	}
+	var seed time.Time
+	var prunedTo *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT at FROM pruned_totals WHERE name = $1 AND kind = 'last_received'`,
+		p.Name).Scan(&prunedTo)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	}
+	if prunedTo != nil && prunedTo.After(since) {
+		seed = prunedTo.UTC()
+		from = &seed
+	}
+	// LAG over the (source, received_at) index: only the gaps come back.
+	rows, err := s.pool.Query(ctx, `
+SELECT prev, received_at FROM (
+	SELECT received_at, LAG(received_at) OVER (ORDER BY received_at) AS prev
+	FROM receipts WHERE source = $1 AND ($2::timestamptz IS NULL OR received_at >= $2)) g
+WHERE prev IS NOT NULL AND received_at - prev > $3::interval`, p.Name, from, p.ExpectWithin)
+	if err != nil {
+		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	}
+	for rows.Next() {
+		var a, b time.Time
+		if err := rows.Scan(&a, &b); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+		}
+		add(a.UTC(), b.UTC(), false)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	}
+	var firstAt, lastAt *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT min(received_at), max(received_at) FROM receipts
+		WHERE source = $1 AND ($2::timestamptz IS NULL OR received_at >= $2)`, p.Name, from).Scan(&firstAt, &lastAt); err != nil {
+		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	}
+	var prev time.Time
+	if lastAt != nil {
+		prev = lastAt.UTC()
+	}
+	if !seed.IsZero() {
+		if firstAt != nil {
+			add(seed, firstAt.UTC(), false) // from the last pruned request to the first kept one
+		}
+		if prev.Before(seed) {
+			prev = seed
+		}
+	}
+	if prev.IsZero() {
+		// Never heard from in the window: silent since the window (or the
+		// first run) began.
+		prev = firstRun
+		if since.After(prev) {
+			prev = since
+		}
+	}
+	add(prev, now, true)
+	return out, nil
+}
