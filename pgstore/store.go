@@ -6,12 +6,15 @@
 // program: Open (a bounded pool whose every new connection is checked for
 // fsync and synchronous_commit, migrations under an advisory lock, a newer
 // schema refused), the schema (migrations/0001_init.sql, the SQLite schema
-// at version 8), Record (hookwarden.Recorder) and the run log with gaps
-// across instances (hookwarden.RunLog). Missing: the queue (Lease, Finish,
-// NextDue, ReleaseLeases, OutboxStats, and the direct hand-over: Record
-// creates every job pending, not leased), the operator's reads and writes
-// (events, stats, quarantine release and drop, replay, retention, audit),
-// Health, and backup and export.
+// at version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
+// leases with FOR UPDATE SKIP LOCKED on the database's clock) and the run
+// log with gaps across instances (hookwarden.RunLog). Missing: the direct
+// hand-over (SetDirect is a no-op: Record creates every job pending, not
+// leased), ReleaseLeases that spares the leases of other live instances
+// (today it releases every lease: call it only with no other instance
+// running), concurrency and rate across instances, LISTEN/NOTIFY, the
+// operator's reads and writes (events, stats, quarantine release and drop,
+// replay, retention, audit), Health, and backup and export.
 package pgstore
 
 import (
