@@ -26,6 +26,8 @@ type Store interface {
 	// that the --db commands can open. It fails with an error wrapping
 	// ErrExists when dest exists, and leaves dest complete or absent.
 	// progress, if set, is called now and then with bytes written and total.
+	// A store whose server backs it up with its own tools (PostgreSQL)
+	// fails with an error wrapping ErrNotSupported that says what to use.
 	Backup(ctx context.Context, dest string, progress func(written, total int64)) error
 	// Path names the store's file (or, for a server store, its address),
 	// as logs and the CLI's messages show it.
@@ -163,3 +165,7 @@ type Health interface {
 
 // ErrExists is returned by Backup when the destination file already exists.
 var ErrExists = errors.New("file exists")
+
+// ErrNotSupported is returned by a store for an operation it leaves to
+// other tools (Backup on PostgreSQL); the error's text names them.
+var ErrNotSupported = errors.New("not supported by this store")

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -40,7 +41,11 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", s.address, err)
+		var se *SettingError
+		if errors.As(err, &se) {
+			return fmt.Errorf("%s: %w", s.address, se)
+		}
+		return connectError(s.address, err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
@@ -59,6 +64,11 @@ func (s *Store) migrate(ctx context.Context) error {
 	if cur > len(ms) {
 		return fmt.Errorf("database %s has schema version %d, newer than this build's %d: use a newer hookwarden: %w",
 			s.address, cur, len(ms), ErrNewerSchema)
+	}
+	if s.opts.NoMigrate && cur < len(ms) {
+		return fmt.Errorf("database %s has schema version %d, older than this build's %d: "+
+			"start serve with this build first (it migrates), or use the hookwarden that serves it: %w",
+			s.address, cur, len(ms), ErrOlderSchema)
 	}
 	for _, m := range ms[cur:] {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -53,6 +54,11 @@ type Options struct {
 	Instance string
 	// Logger receives migration notices (default: discarded).
 	Logger *slog.Logger
+	// NoMigrate opens a database only when its schema is this build's
+	// version, changing nothing: for the operator's commands, so that a
+	// newer CLI never migrates a schema under older serve processes. serve
+	// and migrate-store leave it false.
+	NoMigrate bool
 }
 
 // Store is a Hookwarden store in a PostgreSQL database.
@@ -61,6 +67,8 @@ type Store struct {
 	opts    Options
 	log     *slog.Logger
 	address string // host and database, never the password
+	health  health
+	closed  atomic.Bool
 }
 
 // SettingError is a server setting that breaks the promise of a durable
@@ -78,6 +86,10 @@ func (e *SettingError) Error() string {
 // ErrNewerSchema is returned by Open when the database's schema is newer
 // than this build's.
 var ErrNewerSchema = errors.New("schema newer than this build")
+
+// ErrOlderSchema is returned by Open with Options.NoMigrate when the
+// database's schema is older than this build's.
+var ErrOlderSchema = errors.New("schema older than this build")
 
 // checkSettings refuses a connection on which a commit can be answered
 // before it is durable.
@@ -125,8 +137,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.AfterConnect = checkSettings
-	s := &Store{opts: opts, log: log,
-		address: fmt.Sprintf("postgres://%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
+	s := &Store{opts: opts, log: log, address: address(cfg.ConnConfig)}
+	cfg.ConnConfig.Tracer = &s.health
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.address, err)
 	}
@@ -140,8 +152,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // Path is the database's address (host, port and database name).
 func (s *Store) Path() string { return s.address }
 
+// address names a database for messages: host, port and database, never
+// the user or the password.
+func address(c *pgx.ConnConfig) string {
+	return fmt.Sprintf("postgres://%s:%d/%s", c.Host, c.Port, c.Database)
+}
+
 // Close closes the pool, waiting for the calls under way.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.pool.Close()
 	return nil
 }

@@ -39,10 +39,6 @@ func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day ti
 	return nil, errNotYet
 }
 
-func (s *Store) LastAccepted(ctx context.Context, sources []string) (map[string]time.Time, error) {
-	return nil, errNotYet
-}
-
 func (s *Store) ListQuarantine(ctx context.Context, f hookwarden.QuarantineFilter) ([]hookwarden.Held, int64, error) {
 	return nil, 0, errNotYet
 }
@@ -72,13 +68,5 @@ func (s *Store) ReleaseQuarantined(ctx context.Context, rel hookwarden.Release) 
 }
 
 func (s *Store) DropQuarantined(ctx context.Context, receiptID int64, audit *hookwarden.AuditEntry) error {
-	return errNotYet
-}
-
-func (s *Store) Healthy() error { return errNotYet }
-
-func (s *Store) Ping(ctx context.Context) error { return errNotYet }
-
-func (s *Store) Backup(ctx context.Context, dest string, progress func(written, total int64)) error {
 	return errNotYet
 }
