@@ -148,12 +148,15 @@ func (s *Store) InstancesUp(ctx context.Context, stale time.Duration) (int, erro
 	return n, nil
 }
 
-// Backup is not done by Hookwarden on PostgreSQL: the server's tools do it
-// better (pg_dump, or a base backup with WAL archiving), and `hookwarden
-// export` writes the offline-forensics file. The error wraps
-// hookwarden.ErrNotSupported.
+// ErrBackupRefused is Backup's answer: Hookwarden does not back up a
+// PostgreSQL database; the server's tools do it better (pg_dump, or a base
+// backup with WAL archiving), and `hookwarden export` writes the
+// offline-forensics file. It wraps hookwarden.ErrNotSupported.
+var ErrBackupRefused = fmt.Errorf("%w: backup of a PostgreSQL store: use pg_dump (or your provider's backups) "+
+	"for the database, or `hookwarden export FILE` for an SQLite copy that every --db command reads",
+	hookwarden.ErrNotSupported)
+
+// Backup refuses with ErrBackupRefused and writes nothing.
 func (s *Store) Backup(ctx context.Context, dest string, progress func(written, total int64)) error {
-	return fmt.Errorf("%w: backup of a PostgreSQL store: use pg_dump (or your provider's backups) "+
-		"for the database, or `hookwarden export FILE` for an SQLite copy that every --db command reads",
-		hookwarden.ErrNotSupported)
+	return ErrBackupRefused
 }

@@ -52,6 +52,10 @@ type Options struct {
 	// ReadOnly opens the file for reading only: no writer, no migrations. For
 	// offline forensics on a copy; the file is never modified.
 	ReadOnly bool
+	// RefuseMarked makes Open fail with a *MarkError on a file that is an
+	// export or was moved to PostgreSQL (serve sets it): neither is a live
+	// database. The file is left unchanged.
+	RefuseMarked bool
 }
 
 // Store is the SQLite implementation of hookwarden.Store. It is safe for
@@ -173,6 +177,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.wdb.SetMaxIdleConns(1)
 	s.wdb.SetConnMaxLifetime(0)
 	s.wdb.SetConnMaxIdleTime(0)
+	if opts.RefuseMarked {
+		if err := s.refuseMarked(ctx); err != nil {
+			s.wdb.Close()
+			return nil, err
+		}
+	}
 	if err := s.migrate(ctx); err != nil {
 		s.wdb.Close()
 		return nil, err
@@ -488,6 +498,10 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // timeFormat is fixed-width UTC so that text order is time order.
 const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+// TimeFormat is how every time column is stored, for tools that copy rows
+// in and out (export, migrate-store).
+const TimeFormat = timeFormat
 
 func fmtTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 

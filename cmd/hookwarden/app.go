@@ -45,6 +45,10 @@ type App struct {
 	certs             *certReloader // nil without tls.cert/tls.key
 	reloadMu          sync.Mutex    // one Reload at a time
 
+	// countInstances refreshes hookwarden_instances_up (nil: the store is
+	// one process's).
+	countInstances func(context.Context)
+
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -64,8 +68,18 @@ func (a *App) Open(ctx context.Context) (err error) {
 	}()
 	dests := destinationNames(a.cfg)
 	a.Metrics = metrics.New(a.log)
-	if a.Store, a.unlock, err = openServeStore(ctx, a.cfg.Database.Path, a.log, a.Metrics.Commit); err != nil {
+	if a.Store, a.unlock, err = openServeStore(ctx, a.cfg, a.log, a.Metrics.Commit); err != nil {
 		return err
+	}
+	if count, ok := liveInstances(a.Store); ok {
+		up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookwarden_instances_up",
+			Help: "serve processes sharing this store with a fresh heartbeat (PostgreSQL), refreshed with each heartbeat."})
+		a.Metrics.Registry.MustRegister(up)
+		a.countInstances = func(ctx context.Context) {
+			if n, err := count(ctx, gapStale); err == nil {
+				up.Set(float64(n))
+			}
+		}
 	}
 	a.Metrics.RegisterOutbox(a.Store, dests)
 	var srcNames []string
@@ -154,6 +168,9 @@ func (a *App) Open(ctx context.Context) (err error) {
 	// never listened was no run, and `gaps` must not show it as one.
 	if a.runID, err = a.Store.StartRun(ctx, versionString()); err != nil {
 		return err
+	}
+	if a.countInstances != nil {
+		a.countInstances(ctx)
 	}
 	a.hookSrv = receiver.NewServer(a.cfg.Listen, a.Receiver)
 	a.adminSrv = admin.NewServer(a.cfg.Admin.Listen, dash.Front(adm))

@@ -18,7 +18,11 @@ func newBackupCmd(g *globals) *cobra.Command {
 from a read-only connection: serve keeps receiving meanwhile. FILE must not
 exist (a backup never overwrites); it appears complete or not at all. The copy
 is then checked (PRAGMA quick_check) and is readable by every read-only
-command with --db FILE.`,
+command with --db FILE.
+
+On PostgreSQL (database.url) backup refuses (exit 2): use pg_dump or your
+provider's backups for the database, and hookwarden export FILE for an SQLite
+copy that every --db command reads.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dest := args[0]
@@ -26,6 +30,13 @@ command with --db FILE.`,
 				return usageErrorf("backup: %s exists; a backup never overwrites: choose a new file name", dest)
 			}
 			ctx := cmd.Context()
+			if cfg, err := g.optionalConfig(); err != nil {
+				return err
+			} else if cfg != nil {
+				if err := backupRefusal(cfg.Database); err != nil {
+					return usageErrorf("%v", err)
+				}
+			}
 			s, _, err := g.openStore(ctx, true)
 			if err != nil {
 				return err
@@ -38,7 +49,7 @@ command with --db FILE.`,
 			}
 			err = s.Backup(ctx, dest, show)
 			bar.finish()
-			if errors.Is(err, hookwarden.ErrExists) {
+			if errors.Is(err, hookwarden.ErrExists) || errors.Is(err, hookwarden.ErrNotSupported) {
 				return usageErrorf("%v", err)
 			}
 			if err != nil {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
 
 // binPath is the hookwarden binary built once for the child-process tests.
@@ -33,7 +35,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build hookwarden: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// The PostgreSQL tests share one throwaway cluster, started by the
+	// first of them (pgtest.Database): the others run without PostgreSQL.
+	code := pgtest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

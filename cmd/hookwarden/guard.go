@@ -63,6 +63,21 @@ func (g *globals) openWriteStore(ctx context.Context, command string) (hookwarde
 	if err != nil {
 		return nil, nil, writeTarget{}, err
 	}
+	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if cfg != nil && cfg.Database.Postgres() {
+		// A shared database is the live store: no forensic copy to guard.
+		s, err := openStoreURL(ctx, cfg.Database, log)
+		if err != nil {
+			return nil, nil, writeTarget{}, err
+		}
+		t := writeTarget{Path: s.Path()}
+		if count, ok := liveInstances(s); ok {
+			if n, err := count(ctx, gapStale); err == nil && n > 0 {
+				t.Served, t.Owner = true, instancesNote(n)
+			}
+		}
+		return s, cfg, t, nil
+	}
 	path := g.dbPath
 	if cfg != nil {
 		path = cfg.Database.Path
@@ -74,12 +89,22 @@ func (g *globals) openWriteStore(ctx context.Context, command string) (hookwarde
 	if err != nil {
 		return nil, nil, t, err
 	}
-	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := openStoreFile(ctx, path, false, log)
 	if err != nil {
 		return nil, nil, t, err
 	}
 	return s, cfg, t, nil
+}
+
+// instancesNote names the serve processes on a shared store, for
+// deliveryNote.
+type instancesNote int
+
+func (n instancesNote) String() string {
+	if n == 1 {
+		return "the serve process on this database"
+	}
+	return fmt.Sprintf("the %d serve processes on this database", int(n))
 }
 
 // cliAudit is the audit origin of an action run from this command line: the

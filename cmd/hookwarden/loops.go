@@ -43,6 +43,9 @@ func (a *App) heartbeat(ctx context.Context) {
 			if err := a.Store.Heartbeat(ctx, a.runID); err != nil && ctx.Err() == nil {
 				a.log.Warn("heartbeat not recorded", "err", err)
 			}
+			if a.countInstances != nil {
+				a.countInstances(ctx)
+			}
 		}
 	}
 }

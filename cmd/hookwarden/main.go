@@ -97,6 +97,8 @@ func newRootCmd(g *globals, args []string) *cobra.Command {
 		newGapsCmd(g),
 		newPruneCmd(g),
 		newBackupCmd(g),
+		newExportCmd(g),
+		newMigrateStoreCmd(g),
 		newSignCmd(g),
 		newVersionCmd(g),
 		newServeProfiledCmd(g), // hidden: make bench

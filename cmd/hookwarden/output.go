@@ -37,9 +37,7 @@ func (g *globals) optionalConfig() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.dbPath != "" {
-		cfg.Database.Path = g.dbPath
-	}
+	g.applyDB(cfg)
 	return cfg, nil
 }
 
@@ -54,7 +52,7 @@ func (g *globals) openStore(ctx context.Context, readOnly bool) (hookwarden.Stor
 	if cfg != nil {
 		path = cfg.Database.Path
 	}
-	if !readOnly {
+	if !readOnly && (cfg == nil || !cfg.Database.Postgres()) {
 		// A write command (replay, prune) must not create an empty database
 		// from a mistyped path.
 		if _, err := os.Stat(path); err != nil {
@@ -62,9 +60,21 @@ func (g *globals) openStore(ctx context.Context, readOnly bool) (hookwarden.Stor
 		}
 	}
 	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if cfg != nil && cfg.Database.Postgres() {
+		s, err := openStoreURL(ctx, cfg.Database, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, cfg, nil
+	}
 	s, err := openStoreFile(ctx, path, readOnly, log)
 	if err != nil {
 		return nil, nil, err
+	}
+	// A forensic file says what it is (an export, partial or not; a moved
+	// database), on stderr so that --json stays clean.
+	for _, m := range exportMarks(ctx, s) {
+		fmt.Fprintln(g.stderr, "hookwarden: note:", m)
 	}
 	return s, cfg, nil
 }

@@ -72,9 +72,7 @@ func reloadFrom(g *globals, path string, app *App, log *slog.Logger) error {
 	for _, p := range problems {
 		log.Warn("configuration warning", "key", p.Path, "problem", p.Message)
 	}
-	if g.dbPath != "" {
-		next.Database.Path = g.dbPath
-	}
+	g.applyDB(next)
 	res, err := app.Reload(next)
 	for _, k := range res.restart {
 		log.Warn("configuration key changed but takes effect only after a restart; the running value stays", "key", k)
@@ -179,6 +177,7 @@ func restartKeys(cur, next *config.Config) []string {
 	diff("admin.listen", cur.Admin.Listen, next.Admin.Listen)
 	diff("admin.token", cur.Admin.Token, next.Admin.Token)
 	diff("database.path", cur.Database.Path, next.Database.Path)
+	diff("database.url", cur.Database.URL, next.Database.URL)
 	diff("limits.max_body_bytes", cur.Limits.MaxBodyBytes, next.Limits.MaxBodyBytes)
 	diff("limits.max_inflight_bytes", cur.Limits.MaxInflightBytes, next.Limits.MaxInflightBytes)
 	diff("limits.max_connections", cur.Limits.MaxConnections, next.Limits.MaxConnections)

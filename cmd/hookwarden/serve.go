@@ -102,10 +102,17 @@ func (g *globals) config() (*config.Config, error) {
 	for _, p := range problems {
 		fmt.Fprintln(g.stderr, "hookwarden:", p)
 	}
+	g.applyDB(cfg)
+	return cfg, nil
+}
+
+// applyDB applies --db: the SQLite file it names replaces database.path
+// and database.url alike.
+func (g *globals) applyDB(cfg *config.Config) {
 	if g.dbPath != "" {
 		cfg.Database.Path = g.dbPath
+		cfg.Database.URL = ""
 	}
-	return cfg, nil
 }
 
 // newLogger logs JSON under systemd or when not on a terminal, text otherwise.

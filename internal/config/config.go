@@ -21,6 +21,7 @@ import (
 	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/signature"
 	"github.com/hookwarden/hookwarden/worker"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Config is the whole configuration file.
@@ -88,10 +89,18 @@ type Admin struct {
 	Token Secret `mapstructure:"token"`
 }
 
-// Database locates the SQLite file.
+// Database locates the store: an SQLite file (Path) or a PostgreSQL
+// database (URL), exactly one of them.
 type Database struct {
-	Path string `mapstructure:"path"` // default ./data/hookwarden.db
+	Path string `mapstructure:"path"` // default ./data/hookwarden.db, unless URL is set
+	// URL is a PostgreSQL 15+ connection URL, literal or a secret reference
+	// (env:NAME, file:PATH): it usually holds a password. Any number of
+	// serve processes may share it.
+	URL Secret `mapstructure:"url"`
 }
+
+// Postgres reports whether the store is a PostgreSQL database.
+func (d Database) Postgres() bool { return d.URL != "" }
 
 // Limits bound what one request may cost.
 type Limits struct {
@@ -204,7 +213,9 @@ const (
 func (c *Config) ApplyDefaults() {
 	setStr(&c.Listen, DefaultListen)
 	setStr(&c.Admin.Listen, DefaultAdminListen)
-	setStr(&c.Database.Path, DefaultDatabasePath)
+	if c.Database.URL == "" {
+		setStr(&c.Database.Path, DefaultDatabasePath)
+	}
 	if c.Limits.MaxBodyBytes == 0 {
 		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -334,11 +345,7 @@ func (c *Config) Validate() []Problem {
 				"(e.g. openssl rand -hex 32)", len(tok), MinRemoteTokenLen, c.Admin.Listen)
 		}
 	}
-	if c.Database.Path == "" {
-		add("database.path", "empty")
-	} else if err := checkDatabase(c.Database.Path); err != nil {
-		add("database.path", "%s: %v", c.Database.Path, err)
-	}
+	c.validateDatabase(add)
 	if c.Limits.MaxBodyBytes < 0 {
 		add("limits.max_body_bytes", "must be positive")
 	}
@@ -383,6 +390,45 @@ func (c *Config) Validate() []Problem {
 		c.validateSource(i, seen, add, warn)
 	}
 	return dedupeSecrets(ps)
+}
+
+// validateDatabase checks that exactly one store is named, and that it can
+// be used: a writable place for the SQLite file, or a URL that resolves and
+// parses (check connects to it; see cmd/hookwarden).
+func (c *Config) validateDatabase(add func(string, string, ...any)) {
+	d := c.Database
+	switch {
+	case d.Path != "" && d.URL != "":
+		add("database.url", "database.path and database.url are both set: set exactly one "+
+			"(database.path: an SQLite file on this machine; database.url: a PostgreSQL database shared by every serve)")
+	case d.URL != "":
+		u, err := d.URL.Resolve()
+		if err != nil {
+			add("database.url", "%v", err)
+			return
+		}
+		if err := CheckPostgresURL(u); err != nil {
+			add("database.url", "%v", err)
+		}
+	case d.Path == "":
+		add("database.path", "empty")
+	default:
+		if err := checkDatabase(d.Path); err != nil {
+			add("database.path", "%s: %v", d.Path, err)
+		}
+	}
+}
+
+// CheckPostgresURL checks that u is a PostgreSQL connection URL. The
+// message never quotes u: it may hold a password.
+func CheckPostgresURL(u string) error {
+	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		return errors.New("not a PostgreSQL URL: want postgres://USER@HOST:5432/DATABASE?sslmode=verify-full")
+	}
+	if _, err := pgconn.ParseConfig(u); err != nil {
+		return errors.New("not a valid PostgreSQL URL: want postgres://USER@HOST:5432/DATABASE?sslmode=verify-full")
+	}
+	return nil
 }
 
 // validateTLS checks that tls.cert and tls.key come together and load as a

@@ -282,7 +282,13 @@ var shared struct {
 
 // Main runs the package's tests with one cluster shared by every Database
 // call, started at the first, and stops it when they are done.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain with work of its own around the tests: it
+// returns the exit code instead of exiting. The cluster starts only when a
+// test first calls Database, so a package whose other tests need no
+// PostgreSQL runs them anywhere.
+func Run(m *testing.M) int {
 	shared.Lock()
 	shared.main = true
 	shared.Unlock()
@@ -297,7 +303,7 @@ func Main(m *testing.M) {
 		}
 	}
 	shared.Unlock()
-	os.Exit(code)
+	return code
 }
 
 // Database returns the URL of a fresh, empty database for tb, in the

@@ -1,0 +1,524 @@
+package main
+
+// The program on PostgreSQL, through the real binary and a real cluster
+// (internal/pgtest; skipped without PostgreSQL unless CI is set): serve on
+// database.url, several serve processes on one database, check, backup,
+// export from both stores, migrate-store.
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	neturl "net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwarden/hookwarden/internal/pgtest"
+	"github.com/hookwarden/hookwarden/pgstore"
+)
+
+// childDoc is newChild's configuration with the database section db and
+// the log level given.
+func newChildOn(t *testing.T, db, destURL, level string) *child {
+	t.Helper()
+	dir := t.TempDir()
+	c := &child{t: t, cfg: filepath.Join(dir, "config.yaml"), hook: freeAddr(t), adm: freeAddr(t)}
+	doc := fmt.Sprintf(`
+listen: %q
+admin: { listen: %q }
+database: %s
+log: { level: %s, format: json }
+sources:
+  - name: std
+    scheme: standard
+    secrets: [%q]
+    destinations:
+      - name: app
+        url: %q
+        timeout: 30s
+        concurrency: 8
+        backoff: { initial: 20ms, max: 200ms }
+`, c.hook, c.adm, db, level, testSecret, destURL)
+	if err := os.WriteFile(c.cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// pgURLDB is the database section of a configuration on url.
+func pgURLDB(url string) string { return fmt.Sprintf("{ url: %q }", url) }
+
+// pgQuery runs one query on url and scans its one row into dest.
+func pgQuery(t *testing.T, url, q string, dest ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if err := c.QueryRow(ctx, q).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func pgCount(t *testing.T, url, q string) int64 {
+	t.Helper()
+	var n int64
+	pgQuery(t, url, q, &n)
+	return n
+}
+
+func pgExec(t *testing.T, url, q string) {
+	t.Helper()
+	var one any
+	pgQuery(t, url, "WITH x AS ("+q+" RETURNING 1) SELECT count(*) FROM x", &one)
+}
+
+// deliveries is a destination app that counts deliveries per event id.
+type deliveries struct {
+	mu  sync.Mutex
+	ids map[string]int
+	n   atomic.Int64
+}
+
+func newDeliveries(t *testing.T) (*deliveries, string) {
+	d := &deliveries{ids: map[string]int{}}
+	srv := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		d.ids[r.Header.Get("Hookwarden-Event-Id")]++
+		d.mu.Unlock()
+		d.n.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return d, "http://" + ln.Addr().String() + "/"
+}
+
+func (d *deliveries) of(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ids[id]
+}
+
+// waitFor polls cond for up to a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startLogged starts serve with its stderr kept in a buffer.
+func (c *child) startLogged(log *lockedBuffer) {
+	c.t.Helper()
+	c.cmd = exec.Command(binPath, "serve", "--config", c.cfg)
+	c.cmd.Stdout, c.cmd.Stderr = io.Discard, log
+	if err := c.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// ready waits for /readyz.
+func (c *child) ready() {
+	c.t.Helper()
+	waitFor(c.t, "serve to be ready", func() bool {
+		resp, err := http.Get("http://" + c.adm + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestServeInstancesOnPostgres: three serve processes started at once on
+// an empty database migrate it once and all become ready; 64 concurrent
+// copies of one event spread over two of them give 1 accepted, 63
+// duplicates and 1 delivery; a new event is delivered once; each counts
+// the instances up.
+func TestServeInstancesOnPostgres(t *testing.T) {
+	url := pgtest.Database(t)
+	d, dest := newDeliveries(t)
+	var logs [3]lockedBuffer
+	var cs [3]*child
+	for i := range cs {
+		cs[i] = newChildOn(t, pgURLDB(url), dest, "info")
+	}
+	for i, c := range cs {
+		c.startLogged(&logs[i])
+	}
+	defer func() {
+		for _, c := range cs {
+			c.stop()
+		}
+	}()
+	for _, c := range cs {
+		c.ready()
+	}
+	migrated := 0
+	for i := range logs {
+		migrated += strings.Count(logs[i].String(), `"msg":"database migrated"`)
+	}
+	if migrated != pgstore.SchemaVersion() {
+		t.Fatalf("%d migrations logged by 3 processes, want %d (each once)\n%s\n%s\n%s",
+			migrated, pgstore.SchemaVersion(), logs[0].String(), logs[1].String(), logs[2].String())
+	}
+	if v := pgCount(t, url, `SELECT version FROM schema_version`); v != int64(pgstore.SchemaVersion()) {
+		t.Fatalf("schema version %d, want %d", v, pgstore.SchemaVersion())
+	}
+
+	body := []byte(`{"type":"invoice.paid","n":1}`)
+	at := time.Now()
+	var accepted, duplicate atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 64 {
+		wg.Go(func() {
+			<-start
+			got := do(t, signed(t, "http://"+cs[i%2].hook+"/hooks/std", "msg_double", body, at, testSecret))
+			switch {
+			case got.Code == 200 && got.Status == "accepted":
+				accepted.Add(1)
+			case got.Code == 200 && got.Status == "duplicate":
+				duplicate.Add(1)
+			default:
+				t.Errorf("copy %d: %+v", i, got)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if accepted.Load() != 1 || duplicate.Load() != 63 {
+		t.Fatalf("64 copies over 2 instances: %d accepted, %d duplicates; want 1 and 63", accepted.Load(), duplicate.Load())
+	}
+	if got := do(t, signed(t, "http://"+cs[2].hook+"/hooks/std", "msg_other", body, at, testSecret)); got.Status != "accepted" {
+		t.Fatalf("a new event on the third instance: %+v", got)
+	}
+	waitFor(t, "both events delivered", func() bool {
+		return pgCount(t, url, `SELECT count(*) FROM jobs WHERE state = 'delivered'`) == 2
+	})
+	if n := pgCount(t, url, `SELECT count(*) FROM jobs`); n != 2 {
+		t.Fatalf("%d jobs, want 2 (one per event)", n)
+	}
+	if d.of("msg_double") != 1 || d.of("msg_other") != 1 {
+		t.Fatalf("deliveries: msg_double %d, msg_other %d; want 1 each", d.of("msg_double"), d.of("msg_other"))
+	}
+	if n := pgCount(t, url, `SELECT count(*) FROM receipts`); n != 65 {
+		t.Fatalf("%d receipts, want 65 (every copy recorded)", n)
+	}
+	waitFor(t, "instances_up 3", func() bool { return cs[0].metric(t, "hookwarden_instances_up") == 3 })
+
+	// A clean stop leaves the others counting two.
+	cs[2].stop()
+	waitFor(t, "instances_up 2 after a stop", func() bool { return cs[0].metric(t, "hookwarden_instances_up") == 2 })
+}
+
+// TestPostgresRefusals: synchronous_commit=off makes serve exit 2 naming
+// the setting and database.url, and check report it there (check
+// --offline does not connect); an unreachable server is named without the
+// URL's password; backup refuses with the hint.
+func TestPostgresRefusals(t *testing.T) {
+	url := pgtest.Database(t)
+	c := newChildOn(t, pgURLDB(url), "http://127.0.0.1:9/", "warn")
+	db := url[strings.LastIndex(url, "/")+1 : strings.Index(url, "?")]
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ALTER DATABASE `+db+` SET synchronous_commit = off`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+
+	code, out := runServe(t, c.cfg)
+	if code != 2 || !strings.Contains(out, "database.url") || !strings.Contains(out, "synchronous_commit = off") {
+		t.Fatalf("serve with synchronous_commit=off: exit %d, want 2 naming database.url and the setting:\n%s", code, out)
+	}
+	code, stdout, stderr := runBin(t, "check", "--config", c.cfg)
+	if code != 2 || !strings.Contains(stdout, "error: database.url: PostgreSQL setting synchronous_commit = off refused") {
+		t.Fatalf("check: exit %d, want 2 naming the setting at database.url:\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runBin(t, "check", "--offline", "--config", c.cfg); code != 0 {
+		t.Fatalf("check --offline: exit %d, want 0 (no connection):\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runBin(t, "backup", "--config", c.cfg, filepath.Join(t.TempDir(), "b.db")); code != 2 ||
+		!strings.Contains(stderr, "pg_dump") || !strings.Contains(stderr, "hookwarden export") {
+		t.Fatalf("backup on PostgreSQL: exit %d, want 2 with the hint:\n%s%s", code, stdout, stderr)
+	}
+
+	far := newChildOn(t, pgURLDB("postgres://hw:hunter2@127.0.0.1:1/hookwarden?sslmode=disable"), "http://127.0.0.1:9/", "warn")
+	code, stdout, stderr = runBin(t, "check", "--config", far.cfg)
+	if code != 2 || !strings.Contains(stdout, "error: database.url: cannot reach postgres://127.0.0.1:1/hookwarden") ||
+		strings.Contains(stdout+stderr, "hunter2") {
+		t.Fatalf("check of an unreachable server: exit %d, want 2 naming it without the password:\n%s%s", code, stdout, stderr)
+	}
+	code, out = runServe(t, far.cfg)
+	if code == 0 || !strings.Contains(out, "database.url") || strings.Contains(out, "hunter2") {
+		t.Fatalf("serve on an unreachable server: exit %d, want a failure naming database.url without the password:\n%s", code, out)
+	}
+}
+
+// sendEvents posts n new events to c and waits until they are delivered.
+func sendEvents(t *testing.T, c *child, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("%s_%d", prefix, i)
+		if got := do(t, signed(t, "http://"+c.hook+"/hooks/std", id, []byte(`{"type":"t","id":"`+id+`"}`), time.Now(), testSecret)); got.Status != "accepted" {
+			t.Fatalf("post %s: %+v", id, got)
+		}
+	}
+}
+
+// listedIDs is what `events list --db FILE --json` lists.
+func listedIDs(t *testing.T, file string) []string {
+	t.Helper()
+	code, stdout, stderr := runBin(t, "events", "list", "--db", file, "--json")
+	if code != 0 {
+		t.Fatalf("events list --db %s: exit %d\n%s", file, code, stderr)
+	}
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var e struct {
+			EventID string `json:"event_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		ids = append(ids, e.EventID)
+	}
+	return ids
+}
+
+// checkExport: the file lists want through events list --db, stats --db
+// reads it, serve refuses it, and a second export onto it is refused.
+func checkExport(t *testing.T, file string, want int, partial bool) {
+	t.Helper()
+	if ids := listedIDs(t, file); len(ids) != want {
+		t.Fatalf("events list on the export: %v, want %d events", ids, want)
+	}
+	code, stdout, stderr := runBin(t, "stats", "--db", file)
+	if code != 0 || !strings.Contains(stdout, "std") {
+		t.Fatalf("stats --db on the export: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if partial != strings.Contains(stderr, "partial export") {
+		t.Fatalf("stats on the export (partial %v): stderr %q", partial, stderr)
+	}
+	sv := newChildOn(t, fmt.Sprintf("{ path: %q }", file), "http://127.0.0.1:9/", "warn")
+	if code, out := runServe(t, sv.cfg); code != 2 || !strings.Contains(out, "is an export") {
+		t.Fatalf("serve on an export: exit %d, want 2 saying it is an export:\n%s", code, out)
+	}
+	if code, _, stderr := runBin(t, "export", "--db", file, file); code != 2 || !strings.Contains(stderr, "exists") {
+		t.Fatalf("export onto an existing file: exit %d, want 2:\n%s", code, stderr)
+	}
+}
+
+// TestExportFromBothStores: an export of an SQLite and of a PostgreSQL
+// store is read by the --db commands, marked (serve refuses it), and with
+// --since holds only the window's events, marked partial.
+func TestExportFromBothStores(t *testing.T) {
+	_, dest := newDeliveries(t)
+	t.Run("SQLite", func(t *testing.T) {
+		c := newChildOn(t, fmt.Sprintf("{ path: %q }", filepath.Join(t.TempDir(), "hw.db")), dest, "warn")
+		c.start()
+		sendEvents(t, c, "sq", 3)
+		c.stop()
+		out := filepath.Join(t.TempDir(), "export.db")
+		code, stdout, stderr := runBin(t, "export", "--config", c.cfg, out)
+		if code != 0 || !strings.Contains(stdout, "events 3") {
+			t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
+		}
+		checkExport(t, out, 3, false)
+		// Age one event by two days in the live file, then export the last day.
+		live := sqliteDBOf(t, c.cfg)
+		w, err := sql.Open("sqlite", "file:"+live+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-48 * time.Hour).UTC().Format("2006-01-02T15:04:05.000000Z")
+		if _, err := w.Exec(`UPDATE events SET claimed_at = ? WHERE event_id = 'sq_0'`, old); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		part := filepath.Join(t.TempDir(), "part.db")
+		if code, stdout, stderr := runBin(t, "export", "--config", c.cfg, "--since", "1d", part); code != 0 || !strings.Contains(stdout, "partial") {
+			t.Fatalf("export --since: exit %d\n%s%s", code, stdout, stderr)
+		}
+		checkExport(t, part, 2, true)
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		url := pgtest.Database(t)
+		c := newChildOn(t, pgURLDB(url), dest, "warn")
+		c.start()
+		sendEvents(t, c, "pg", 3)
+		waitFor(t, "deliveries", func() bool {
+			return pgCount(t, url, `SELECT count(*) FROM jobs WHERE state = 'delivered'`) == 3
+		})
+		c.stop()
+		out := filepath.Join(t.TempDir(), "export.db")
+		code, stdout, stderr := runBin(t, "export", "--config", c.cfg, out)
+		if code != 0 || !strings.Contains(stdout, "events 3") || !strings.Contains(stdout, "attempts 3") {
+			t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
+		}
+		checkExport(t, out, 3, false)
+		pgExec(t, url, `UPDATE events SET claimed_at = now() - interval '2 days' WHERE event_id = 'pg_0'`)
+		part := filepath.Join(t.TempDir(), "part.db")
+		if code, stdout, stderr := runBin(t, "export", "--config", c.cfg, "--since", "1d", part); code != 0 || !strings.Contains(stdout, "events 2") {
+			t.Fatalf("export --since: exit %d\n%s%s", code, stdout, stderr)
+		}
+		checkExport(t, part, 2, true)
+	})
+}
+
+// sqliteDBOf is the database path in a child's configuration file.
+func sqliteDBOf(t *testing.T, cfg string) string {
+	t.Helper()
+	c, _, err := loadConfigFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Database.Path
+}
+
+// TestMigrateStoreRoundTrip: a stopped SQLite appliance is copied into an
+// empty PostgreSQL database with every table's count equal; the file is
+// marked moved, so serve on it exits 2 naming the database's host (never
+// the password); serve on the database then knows every event (a retry is
+// a duplicate) and delivers new ones; a non-empty database is refused, and
+// so is a file a serve owns.
+func TestMigrateStoreRoundTrip(t *testing.T) {
+	d, dest := newDeliveries(t)
+	c := newChildOn(t, fmt.Sprintf("{ path: %q }", filepath.Join(t.TempDir(), "hw.db")), dest, "warn")
+	c.start()
+	sendEvents(t, c, "mv", 5)
+	waitFor(t, "deliveries", func() bool { return d.n.Load() >= 5 })
+
+	url := pgtest.Database(t)
+	// The cluster trusts the socket; the password is there to be hidden.
+	withPW := strings.Replace(url, "postgres://postgres@", "postgres://postgres:hunter2@", 1)
+	code, stdout, stderr := runBin(t, "migrate-store", "--config", c.cfg, "--to", withPW)
+	if code == 0 || !strings.Contains(stderr, "stop it first") {
+		t.Fatalf("migrate-store while serve runs: exit %d, want a refusal\n%s%s", code, stdout, stderr)
+	}
+	c.stop()
+
+	live := sqliteDBOf(t, c.cfg)
+	counts := map[string]int64{}
+	r, err := sql.Open("sqlite", "file:"+live+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"events", "receipts", "jobs", "attempts", "runs"} {
+		var n int64
+		if err := r.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		counts[table] = n
+	}
+	r.Close()
+
+	t.Setenv("HW_TEST_TO", withPW)
+	code, stdout, stderr = runBin(t, "migrate-store", "--config", c.cfg, "--to", "env:HW_TEST_TO")
+	if code != 0 || !strings.Contains(stdout, "counts verified") || strings.Contains(stdout+stderr, "hunter2") {
+		t.Fatalf("migrate-store: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for table, want := range counts {
+		if got := pgCount(t, url, `SELECT count(*) FROM `+table); got != want {
+			t.Errorf("%s: %d rows in PostgreSQL, %d in SQLite", table, got, want)
+		}
+	}
+	if n := pgCount(t, url, `SELECT count(*) FROM runs WHERE instance IS NULL OR instance = ''`); n != 0 {
+		t.Errorf("%d copied runs without an instance", n)
+	}
+
+	code, out := runServe(t, c.cfg)
+	host := url[strings.Index(url, "host=")+len("host="):]
+	host = host[:strings.Index(host, "&")]
+	if code != 2 || !strings.Contains(out, "was moved to postgres://") || strings.Contains(out, "hunter2") {
+		t.Fatalf("serve on the moved file: exit %d, want 2 naming the database:\n%s", code, out)
+	}
+	if h, _ := neturl.QueryUnescape(host); !strings.Contains(out, h) {
+		t.Fatalf("serve on the moved file does not name the host %s:\n%s", h, out)
+	}
+	if code, _, stderr := runBin(t, "migrate-store", "--config", c.cfg, "--to", url); code != 2 || !strings.Contains(stderr, "moved") {
+		t.Fatalf("migrate-store of a moved file: exit %d, want 2:\n%s", code, stderr)
+	}
+
+	pc := newChildOn(t, pgURLDB(url), dest, "warn")
+	pc.start()
+	defer pc.stop()
+	if got := do(t, signed(t, "http://"+pc.hook+"/hooks/std", "mv_0", []byte(`{"type":"t","id":"mv_0"}`), time.Now(), testSecret)); got.Status != "duplicate" {
+		t.Fatalf("a retry of a migrated event: %+v, want duplicate", got)
+	}
+	sendEvents(t, pc, "after", 1)
+	waitFor(t, "the new event delivered", func() bool { return d.of("after_0") == 1 })
+	if d.of("mv_0") != 1 {
+		t.Fatalf("mv_0 delivered %d times, want 1", d.of("mv_0"))
+	}
+
+	// Another appliance into the same database: refused, nothing copied.
+	other := newChildOn(t, fmt.Sprintf("{ path: %q }", filepath.Join(t.TempDir(), "hw.db")), dest, "warn")
+	other.start()
+	sendEvents(t, other, "other", 1)
+	other.stop()
+	before := pgCount(t, url, `SELECT count(*) FROM events`)
+	if code, _, stderr := runBin(t, "migrate-store", "--config", other.cfg, "--to", url); code != 2 || !strings.Contains(stderr, "empty") {
+		t.Fatalf("migrate-store into a non-empty database: exit %d, want 2:\n%s", code, stderr)
+	}
+	if after := pgCount(t, url, `SELECT count(*) FROM events`); after != before {
+		t.Fatalf("the refused copy changed the database: %d events, then %d", before, after)
+	}
+	r, err = sql.Open("sqlite", "file:"+sqliteDBOf(t, other.cfg)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var marks int
+	if err := r.QueryRow(`SELECT count(*) FROM store_marks`).Scan(&marks); err != nil || marks != 0 {
+		t.Fatalf("the refused file: %d marks (%v), want none", marks, err)
+	}
+}
