@@ -12,7 +12,6 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/internal/storecopy"
 )
 
 func newExportCmd(g *globals) *cobra.Command {
@@ -109,22 +108,4 @@ and start serve: docs/scale-out.md goes through it step by step.`,
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the empty PostgreSQL database: postgres://USER@HOST/DB, or env:NAME / file:PATH")
 	return cmd
-}
-
-// countLine is the rows copied per table, non-empty tables only.
-func countLine(counts []storecopy.Count) string {
-	var b []byte
-	for _, c := range counts {
-		if c.Rows == 0 {
-			continue
-		}
-		if len(b) > 0 {
-			b = append(b, ", "...)
-		}
-		b = fmt.Appendf(b, "%s %d", c.Table, c.Rows)
-	}
-	if len(b) == 0 {
-		return "no rows"
-	}
-	return string(b)
 }

@@ -376,3 +376,21 @@ func exportMarks(ctx context.Context, s hookwarden.Store) []string {
 	}
 	return out
 }
+
+// countLine is the rows copied per table, non-empty tables only.
+func countLine(counts []storecopy.Count) string {
+	var b []byte
+	for _, c := range counts {
+		if c.Rows == 0 {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "%s %d", c.Table, c.Rows)
+	}
+	if len(b) == 0 {
+		return "no rows"
+	}
+	return string(b)
+}

@@ -9,11 +9,16 @@ import (
 	"testing"
 )
 
-// TestOneFilePicksTheStore: the program names its store implementation in
-// cmd/hookwarden/store.go only; the rest of cmd, internal/admin and worker
-// depend on the contract (hookwarden.Store). Tests may open a real store.
+// TestOneFilePicksTheStore: the program names its store implementations
+// (and the copier between them) in cmd/hookwarden/store.go only; the rest
+// of cmd, internal/admin and worker depend on the contract
+// (hookwarden.Store). Tests may open a real store.
 func TestOneFilePicksTheStore(t *testing.T) {
-	const impl = "github.com/hookwarden/hookwarden/sqlitestore"
+	impls := map[string]bool{
+		"github.com/hookwarden/hookwarden/sqlitestore":        true,
+		"github.com/hookwarden/hookwarden/pgstore":            true,
+		"github.com/hookwarden/hookwarden/internal/storecopy": true,
+	}
 	var checked int
 	for _, dir := range []string{".", "../../internal/admin", "../../worker"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -30,8 +35,8 @@ func TestOneFilePicksTheStore(t *testing.T) {
 			}
 			checked++
 			for _, im := range af.Imports {
-				if p, _ := strconv.Unquote(im.Path.Value); p == impl {
-					t.Errorf("%s imports %s: pick the store in cmd/hookwarden/store.go and take hookwarden.Store", f, impl)
+				if p, _ := strconv.Unquote(im.Path.Value); impls[p] {
+					t.Errorf("%s imports %s: pick the store in cmd/hookwarden/store.go and take hookwarden.Store", f, p)
 				}
 			}
 		}

@@ -179,7 +179,7 @@ func (s sqliteSide) Count(ctx context.Context, table string) (int64, error) {
 
 func (sqliteSide) Finish(context.Context, []Table) error { return nil }
 
-// emptyBlob keeps an empty blob empty: SQLite reads x'' back as a nil
+// emptyBlob keeps an empty blob empty: SQLite reads x” back as a nil
 // slice, which would be written as NULL (a NULL is read as a nil any).
 func emptyBlob(b []byte) []byte {
 	if b == nil {

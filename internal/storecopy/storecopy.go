@@ -176,6 +176,12 @@ func Copy(ctx context.Context, src Source, dst Destination, opt Options) ([]Coun
 	if err != nil {
 		return nil, err
 	}
+	// Children are emptied before their parents, then filled after them.
+	for i := len(tables) - 1; i >= 0; i-- {
+		if err := dst.Empty(ctx, tables[i].Name); err != nil {
+			return nil, fmt.Errorf("empty %s: %w", tables[i].Name, err)
+		}
+	}
 	var counts []Count
 	for _, t := range tables {
 		n, err := copyTable(ctx, src, dst, t, to[t.Name], opt)
@@ -242,9 +248,6 @@ func copyTable(ctx context.Context, src Source, dst Destination, from, to Table,
 	}
 	want, err := count(ctx, src, from.Name, where, args)
 	if err != nil {
-		return 0, err
-	}
-	if err := dst.Empty(ctx, to.Name); err != nil {
 		return 0, err
 	}
 	var rows Rows
