@@ -66,6 +66,21 @@ func TestDatabaseURLConfig(t *testing.T) {
 			}
 		})
 	}
+	t.Run("packaged unit's path", func(t *testing.T) {
+		// The unit sets the path; with a URL in the file that is both, and
+		// the message says where the path came from. A drop-in clearing it
+		// (an empty value) leaves the URL alone.
+		t.Setenv("HOOKWARDEN_DATABASE_PATH", "/var/lib/hookwarden/hookwarden.db")
+		_, problems, _ := loadConfigIn([]byte(dbDoc(`{ url: "env:HW_TEST_DB_URL" }`)), "test", dir)
+		if errs := config.Errors(problems); len(errs) != 1 || !strings.Contains(errs[0].String(), "comes from HOOKWARDEN_DATABASE_PATH") {
+			t.Fatalf("problems %v, want both set, naming the variable", errs)
+		}
+		t.Setenv("HOOKWARDEN_DATABASE_PATH", "")
+		cfg, problems, _ := loadConfigIn([]byte(dbDoc(`{ url: "env:HW_TEST_DB_URL" }`)), "test", dir)
+		if errs := config.Errors(problems); len(errs) != 0 || cfg.Database.Path != "" {
+			t.Fatalf("with the variable cleared: %v, path %q; want the URL alone", errs, cfg.Database.Path)
+		}
+	})
 	t.Run("environment override", func(t *testing.T) {
 		t.Setenv("HOOKWARDEN_DATABASE_URL", "env:HW_TEST_DB_URL")
 		cfg, problems, err := loadConfigIn([]byte(dbDoc(`{}`)), "test", dir)

@@ -399,8 +399,13 @@ func (c *Config) validateDatabase(add func(string, string, ...any)) {
 	d := c.Database
 	switch {
 	case d.Path != "" && d.URL != "":
+		hint := ""
+		if os.Getenv("HOOKWARDEN_DATABASE_PATH") != "" {
+			hint = "; database.path comes from HOOKWARDEN_DATABASE_PATH (the packaged systemd unit sets it: " +
+				"clear it with a drop-in, Environment=HOOKWARDEN_DATABASE_PATH=)"
+		}
 		add("database.url", "database.path and database.url are both set: set exactly one "+
-			"(database.path: an SQLite file on this machine; database.url: a PostgreSQL database shared by every serve)")
+			"(database.path: an SQLite file on this machine; database.url: a PostgreSQL database shared by every serve)%s", hint)
 	case d.URL != "":
 		u, err := d.URL.Resolve()
 		if err != nil {
