@@ -28,8 +28,7 @@ var _ hookwarden.Health = (*Store)(nil)
 // gave up (context.Canceled) says nothing about the database.
 type health struct {
 	mu      sync.Mutex
-	lastOK  time.Time
-	lastErr error
+	lastErr error // nil when the last write succeeded
 	errAt   time.Time
 }
 
@@ -44,14 +43,14 @@ func (h *health) note(err error) {
 		h.lastErr, h.errAt = err, now
 		return
 	}
-	h.lastOK = now
+	h.lastErr = nil
 }
 
 // state is nil when the last write succeeded (or none failed yet).
 func (h *health) state() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.lastErr != nil && !h.lastOK.After(h.errAt) {
+	if h.lastErr != nil {
 		return fmt.Errorf("last write failed at %s: %w", h.errAt.UTC().Format(time.RFC3339), h.lastErr)
 	}
 	return nil

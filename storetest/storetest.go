@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{"ListEvents", testListEvents},
 		{"Stats", testStats},
 		{"BackupReadable", testBackup},
+		{"Health/LastWrite", testHealth},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
