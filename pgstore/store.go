@@ -1,20 +1,24 @@
 // Package pgstore is Hookwarden's store on PostgreSQL 15 or later, for
 // several receivers sharing one database, through
-// github.com/jackc/pgx/v5 (pure Go: the binary stays CGO-free).
+// github.com/jackc/pgx/v5 (pure Go: the binary stays CGO-free). The program
+// selects it with database.url (cmd/hookwarden/store.go).
 //
-// This is its foundation, not yet a hookwarden.Store and not wired into the
-// program: Open (a bounded pool whose every new connection is checked for
+// Built: Open (a bounded pool whose every new connection is checked for
 // fsync and synchronous_commit, migrations under an advisory lock, a newer
-// schema refused), the schema (migrations/0001_init.sql, the SQLite schema
-// at version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
-// leases with FOR UPDATE SKIP LOCKED on the database's clock) and the run
-// log with gaps across instances (hookwarden.RunLog). Missing: the direct
-// hand-over (SetDirect is a no-op: Record creates every job pending, not
-// leased), ReleaseLeases that spares the leases of other live instances
+// schema refused; Options.NoMigrate for the operator's commands), Check (what
+// `hookwarden check` asks of a database, writing nothing), the schema
+// (migrations/0001_init.sql, the SQLite schema at version 8), Record
+// (hookwarden.Recorder), the queue (hookwarden.Queue: leases with FOR
+// UPDATE SKIP LOCKED on the database's clock), the run log with gaps across
+// instances (hookwarden.RunLog) and InstancesUp, Health (the last write's
+// outcome through the pool's tracer; Ping a one-row write), LastAccepted,
+// and Backup, which refuses (pg_dump, or hookwarden export). Missing: the
+// direct hand-over (SetDirect is a no-op: Record creates every job pending,
+// not leased), ReleaseLeases that spares the leases of other live instances
 // (today it releases every lease: call it only with no other instance
-// running), concurrency and rate across instances, LISTEN/NOTIFY, the
-// operator's reads and writes (events, stats, quarantine release and drop,
-// replay, retention, audit), Health, and backup and export.
+// running), concurrency and rate across instances, LISTEN/NOTIFY, and the
+// rest of the operator's reads and writes (events, stats, quarantine
+// release and drop, replay, retention, audit).
 package pgstore
 
 import (

@@ -522,3 +522,55 @@ func TestMigrateStoreRoundTrip(t *testing.T) {
 		t.Fatalf("the refused file: %d marks (%v), want none", marks, err)
 	}
 }
+
+// readyz is the status of a child's /readyz (0: no answer).
+func (c *child) readyz() int {
+	resp, err := http.Get("http://" + c.adm + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestPostgresOutageAnswers503AndRecovers: while the database refuses
+// connections, serve answers webhooks 503 with Retry-After (never 200) and
+// /readyz 503; when it accepts them again, both recover without a restart,
+// and what was acknowledged is delivered once.
+func TestPostgresOutageAnswers503AndRecovers(t *testing.T) {
+	url := pgtest.Database(t)
+	db := url[strings.LastIndex(url, "/")+1 : strings.Index(url, "?")]
+	d, dest := newDeliveries(t)
+	c := newChildOn(t, pgURLDB(url), dest, "warn")
+	c.start()
+	defer c.stop()
+	sendEvents(t, c, "before", 1)
+
+	admin, err := pgx.Connect(context.Background(), strings.Replace(url, "/"+db+"?", "/postgres?", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	exec := func(q string) {
+		t.Helper()
+		if _, err := admin.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`ALTER DATABASE ` + db + ` ALLOW_CONNECTIONS false`)
+	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '` + db + `'`)
+
+	hook := "http://" + c.hook + "/hooks/std"
+	got := do(t, signed(t, hook, "during", []byte(`{"type":"t"}`), time.Now(), testSecret))
+	if got.Code != 503 || got.RetryAfter == "" {
+		t.Fatalf("webhook with the database refusing connections: %+v, want 503 with Retry-After", got)
+	}
+	waitFor(t, "/readyz 503 during the outage", func() bool { return c.readyz() == 503 })
+
+	exec(`ALTER DATABASE ` + db + ` ALLOW_CONNECTIONS true`)
+	waitFor(t, "/readyz 200 after the outage", func() bool { return c.readyz() == 200 })
+	if got := do(t, signed(t, hook, "during", []byte(`{"type":"t"}`), time.Now(), testSecret)); got.Status != "accepted" {
+		t.Fatalf("the provider's retry after the outage: %+v, want accepted (the 503 recorded nothing)", got)
+	}
+	waitFor(t, "deliveries", func() bool { return d.of("before_0") == 1 && d.of("during") == 1 })
+}
