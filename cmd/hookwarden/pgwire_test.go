@@ -348,6 +348,23 @@ func checkExport(t *testing.T, file string, want int, partial bool) {
 	if partial != strings.Contains(stderr, "partial export") {
 		t.Fatalf("stats on the export (partial %v): stderr %q", partial, stderr)
 	}
+	for _, args := range [][]string{{"gaps"}, {"dead", "list"}, {"quarantine", "list"}} {
+		if code, stdout, stderr := runBin(t, append(args, "--db", file)...); code != 0 {
+			t.Fatalf("%v --db on the export: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+	}
+	// A forensic query (docs/forensics.md, "every attempt for one event").
+	r, err := sql.Open("sqlite", "file:"+file+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts int
+	err = r.QueryRow(`SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id JOIN events e ON e.id = j.event_ref
+		WHERE a.verdict = 'delivered'`).Scan(&attempts)
+	r.Close()
+	if err != nil || attempts != want {
+		t.Fatalf("delivered attempts in the export: %d (%v), want %d", attempts, err, want)
+	}
 	sv := newChildOn(t, fmt.Sprintf("{ path: %q }", file), "http://127.0.0.1:9/", "warn")
 	if code, out := runServe(t, sv.cfg); code != 2 || !strings.Contains(out, "is an export") {
 		t.Fatalf("serve on an export: exit %d, want 2 saying it is an export:\n%s", code, out)
@@ -361,11 +378,12 @@ func checkExport(t *testing.T, file string, want int, partial bool) {
 // store is read by the --db commands, marked (serve refuses it), and with
 // --since holds only the window's events, marked partial.
 func TestExportFromBothStores(t *testing.T) {
-	_, dest := newDeliveries(t)
+	d, dest := newDeliveries(t)
 	t.Run("SQLite", func(t *testing.T) {
 		c := newChildOn(t, fmt.Sprintf("{ path: %q }", filepath.Join(t.TempDir(), "hw.db")), dest, "warn")
 		c.start()
 		sendEvents(t, c, "sq", 3)
+		waitFor(t, "deliveries", func() bool { return d.of("sq_0")+d.of("sq_1")+d.of("sq_2") == 3 })
 		c.stop()
 		out := filepath.Join(t.TempDir(), "export.db")
 		code, stdout, stderr := runBin(t, "export", "--config", c.cfg, out)

@@ -112,9 +112,6 @@ func storeOwner(path string) (owner fmt.Stringer, owned bool, err error) {
 // schemaVersion is the schema version this build's SQLite store writes.
 func schemaVersion() int { return sqlitestore.SchemaVersion() }
 
-// pgSchemaVersion is the schema version this build's PostgreSQL store writes.
-func pgSchemaVersion() int { return pgstore.SchemaVersion() }
-
 // verifyBackup opens the copy the way `--db FILE` will and checks it.
 func verifyBackup(ctx context.Context, path string) error {
 	b, err := sqlitestore.Open(ctx, path, sqlitestore.Options{ReadOnly: true})
