@@ -82,7 +82,7 @@ func newRootCmd(g *globals, args []string) *cobra.Command {
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.PersistentFlags().StringVar(&g.configPath, "config", "",
 		"configuration file (default $HOOKWARDEN_CONFIG, ./config.yaml, /etc/hookwarden/config.yaml)")
-	root.PersistentFlags().StringVar(&g.dbPath, "db", "", "database file; overrides database.path (read-only commands need no config with it)")
+	root.PersistentFlags().StringVar(&g.dbPath, "db", "", "SQLite database file; overrides database.path and database.url (read-only commands need no config with it)")
 	root.PersistentFlags().BoolVar(&g.write, "write", false,
 		"with --db: let a command that changes the database (replay, prune, ...) change a file no serve owns")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
