@@ -15,6 +15,7 @@ import (
 type sqlq interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 }
 
 // SQLiteSource reads an SQLite store in tx, a transaction of its read pool:
@@ -125,6 +126,11 @@ func (s sqliteSide) Insert(ctx context.Context, t Table, cols []Column, next fun
 		names[i], marks[i] = quote(c.Name), "?"
 	}
 	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", quote(t.Name), strings.Join(names, ", "), strings.Join(marks, ", "))
+	stmt, err := s.q.PrepareContext(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("insert: %w", err)
+	}
+	defer stmt.Close()
 	var n int64
 	for {
 		vs, ok, err := next()
@@ -137,7 +143,7 @@ func (s sqliteSide) Insert(ctx context.Context, t Table, cols []Column, next fun
 		for i, v := range vs {
 			vs[i] = toSQLite(v)
 		}
-		if _, err := s.q.ExecContext(ctx, q, vs...); err != nil {
+		if _, err := stmt.ExecContext(ctx, vs...); err != nil {
 			return n, fmt.Errorf("insert: %w", err)
 		}
 		n++
