@@ -208,6 +208,11 @@ func exportStore(ctx context.Context, src hookwarden.Store, dest string, since t
 	if err != nil {
 		return nil, err
 	}
+	// Closing the last connection checkpoints the WAL into the file and
+	// removes it; a WAL left behind would not follow the file's new name.
+	if fi, err := os.Stat(tmp + "-wal"); err == nil && fi.Size() > 0 {
+		return nil, fmt.Errorf("write %s: the copy's WAL was not checkpointed at close", dest)
+	}
 	// A link never replaces a file that appeared meanwhile.
 	if err := os.Link(tmp, dest); err != nil {
 		if errors.Is(err, fs.ErrExist) {
