@@ -30,6 +30,8 @@ type health struct {
 	mu      sync.Mutex
 	lastErr error // nil when the last write succeeded
 	errAt   time.Time
+
+	onCommit func(batch int, d time.Duration, err error) // Options.OnCommit
 }
 
 func (h *health) note(err error) {
@@ -56,20 +58,31 @@ func (h *health) state() error {
 	return nil
 }
 
+// writeKey marks the context of a write statement; its value is the
+// statement's start when it is a COMMIT (else the zero time).
 type writeKey struct{}
 
 // TraceQueryStart marks the context of a write statement.
 func (h *health) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if isWrite(d.SQL) {
-		return context.WithValue(ctx, writeKey{}, true)
+	if !isWrite(d.SQL) {
+		return ctx
 	}
-	return ctx
+	var start time.Time
+	if h.onCommit != nil && strings.EqualFold(strings.TrimSpace(d.SQL), "commit") {
+		start = time.Now()
+	}
+	return context.WithValue(ctx, writeKey{}, start)
 }
 
-// TraceQueryEnd notes the outcome of a write statement.
+// TraceQueryEnd notes the outcome of a write statement, and times a COMMIT.
 func (h *health) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
-	if ctx.Value(writeKey{}) != nil {
-		h.note(d.Err)
+	start, ok := ctx.Value(writeKey{}).(time.Time)
+	if !ok {
+		return
+	}
+	h.note(d.Err)
+	if !start.IsZero() {
+		h.onCommit(1, time.Since(start), d.Err)
 	}
 }
 

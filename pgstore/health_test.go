@@ -3,7 +3,9 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,4 +196,32 @@ func TestNoMigrate(t *testing.T) {
 	}
 	open(t, url, Options{})
 	open(t, url, Options{NoMigrate: true})
+}
+
+// TestOnCommit: every COMMIT is reported with its outcome.
+func TestOnCommit(t *testing.T) {
+	var mu sync.Mutex
+	var n, failed int
+	s := open(t, pgtest.Database(t), Options{OnCommit: func(batch int, d time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if batch != 1 || d <= 0 {
+			t.Errorf("commit reported as batch %d, %v", batch, d)
+		}
+		n++
+		if err != nil {
+			failed++
+		}
+	}})
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := s.Record(ctx, receipt("std", fmt.Sprintf("c%d", i), `{}`, "std/app")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n < 3 || failed != 0 {
+		t.Fatalf("%d commits reported (%d failed), want at least the 3 records' and none failed", n, failed)
+	}
 }

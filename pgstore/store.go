@@ -63,6 +63,10 @@ type Options struct {
 	// newer CLI never migrates a schema under older serve processes. serve
 	// and migrate-store leave it false.
 	NoMigrate bool
+	// OnCommit, if set, is called after each COMMIT with 1 (every
+	// transaction is one request's here), how long the COMMIT took and its
+	// error: the store_commit metrics.
+	OnCommit func(batch int, d time.Duration, err error)
 }
 
 // Store is a Hookwarden store in a PostgreSQL database.
@@ -142,6 +146,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg.MaxConns = opts.MaxConns
 	cfg.AfterConnect = checkSettings
 	s := &Store{opts: opts, log: log, address: address(cfg.ConnConfig)}
+	s.health.onCommit = opts.OnCommit
 	cfg.ConnConfig.Tracer = &s.health
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.address, err)

@@ -79,7 +79,8 @@ func openServeStore(ctx context.Context, cfg *config.Config, log *slog.Logger,
 	if cfg.Database.Postgres() {
 		// Instance: the host's name (pgstore's default), stable across
 		// restarts, so that gaps tells a restart from an outage.
-		st, err := openPostgres(ctx, "database.url", cfg.Database.URL, pgstore.Options{Timeout: cfg.Limits.CommitTimeout.D(), Logger: log})
+		st, err := openPostgres(ctx, "database.url", cfg.Database.URL, pgstore.Options{
+			Timeout: cfg.Limits.CommitTimeout.D(), Logger: log, OnCommit: onCommit})
 		if err != nil {
 			return nil, nil, err
 		}
