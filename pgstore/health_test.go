@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -223,5 +225,44 @@ func TestOnCommit(t *testing.T) {
 	defer mu.Unlock()
 	if n < 3 || failed != 0 {
 		t.Fatalf("%d commits reported (%d failed), want at least the 3 records' and none failed", n, failed)
+	}
+}
+
+// TestCheckCredentials: a password the server refuses is reported as
+// refused credentials, without the password.
+func TestCheckCredentials(t *testing.T) {
+	c := pgtest.Start(t)
+	ctx := context.Background()
+	if err := c.Exec(ctx, "", `CREATE ROLE checker LOGIN PASSWORD 'right-one'`); err != nil {
+		t.Fatal(err)
+	}
+	hba := filepath.Join(c.Dir, "data", "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hba, append([]byte("local all checker scram-sha-256\n"), old...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Exec(ctx, "", `SELECT pg_reload_conf()`); err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(c.URL(""), "postgres://postgres@", "postgres://checker:wrong-one@", 1)
+	var ce *ConnectError
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err = Check(ctx, url, 5*time.Second)
+		if errors.As(err, &ce) && ce.Refused || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the reload is asynchronous
+	}
+	if !errors.As(err, &ce) || !ce.Refused || !strings.Contains(err.Error(), "credentials were refused") ||
+		strings.Contains(err.Error(), "wrong-one") {
+		t.Fatalf("check with a wrong password: %v, want refused credentials without the password", err)
+	}
+	right := strings.Replace(url, "wrong-one", "right-one", 1)
+	if _, err := Check(ctx, right, 5*time.Second); err != nil {
+		t.Fatalf("check with the right password: %v", err)
 	}
 }
