@@ -592,3 +592,95 @@ func TestPostgresOutageAnswers503AndRecovers(t *testing.T) {
 	}
 	waitFor(t, "deliveries", func() bool { return d.of("before_0") == 1 && d.of("during") == 1 })
 }
+
+// TestKill9OneOfTwoInstancesLosesNothing: two serve processes on one
+// database under load, the load failing over to the other as a load
+// balancer would; kill -9 of one: every acknowledged event is in the
+// database and delivered (the dead instance's leased jobs by the other,
+// after their lease).
+func TestKill9OneOfTwoInstancesLosesNothing(t *testing.T) {
+	url := pgtest.Database(t)
+	d, dest := newDeliveries(t)
+	a := newChildOn(t, pgURLDB(url), dest, "warn")
+	b := newChildOn(t, pgURLDB(url), dest, "warn")
+	a.start()
+	b.start()
+	defer b.stop()
+	hooks := []string{"http://" + a.hook + "/hooks/std", "http://" + b.hook + "/hooks/std"}
+
+	var acked sync.Map
+	var nAcked, killedAt atomic.Int64
+	ctx, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
+	client := &http.Client{Timeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				id := fmt.Sprintf("k_%d_%d", w, i)
+				body := []byte(`{"type":"load"}`)
+				// Try one instance, then the other, as a balancer's retry would.
+				for try := range 4 {
+					resp, err := client.Do(signed(t, hooks[(w+i+try)%2], id, body, time.Now(), testSecret))
+					if err != nil {
+						continue
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == 200 {
+						acked.Store(id, true)
+						nAcked.Add(1)
+						break
+					}
+				}
+			}
+		})
+	}
+	waitFor(t, "load before the kill", func() bool { return nAcked.Load() >= 200 })
+	a.kill9()
+	killedAt.Store(nAcked.Load())
+	waitFor(t, "load after the kill", func() bool { return nAcked.Load() >= killedAt.Load()+200 })
+	stopLoad()
+	wg.Wait()
+
+	var ids []string
+	acked.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var stored int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE event_id = ANY($1)`, ids).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != len(ids) {
+		t.Fatalf("%d of %d acknowledged events are in the database", stored, len(ids))
+	}
+	// Jobs the dead instance had leased are due again after their lease
+	// (the destination's timeout plus the margin): give it that and more.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		missing := 0
+		for _, id := range ids {
+			if d.of(id) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged events never delivered", missing, len(ids))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	twice := 0
+	for _, id := range ids {
+		if d.of(id) > 1 {
+			twice++
+		}
+	}
+	t.Logf("%d acknowledged (%d before the kill), all delivered; %d delivered more than once (at-least-once: the same Idempotency-Key)",
+		len(ids), killedAt.Load(), twice)
+}
