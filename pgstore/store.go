@@ -61,6 +61,10 @@ type Store struct {
 	opts    Options
 	log     *slog.Logger
 	address string // host and database, never the password
+
+	// testReplayChecked, set by a test, runs in each replay batch between
+	// the check of its rules and the reset.
+	testReplayChecked func()
 }
 
 // SettingError is a server setting that breaks the promise of a durable
