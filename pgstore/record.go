@@ -85,6 +85,7 @@ type recording struct {
 	now     any       // the database's clock (nil) or the test clock: jobs' due times
 	tx      pgx.Tx
 	res     hookwarden.RecordResult
+	release *releasing // set: the transaction is ReleaseQuarantined's
 }
 
 func (rc *recording) run(ctx context.Context) (hookwarden.RecordResult, error) {
@@ -113,6 +114,9 @@ func (rc *recording) run(ctx context.Context) (hookwarden.RecordResult, error) {
 }
 
 func (rc *recording) record(ctx context.Context) error {
+	if rc.release != nil {
+		return rc.releaseHeld(ctx)
+	}
 	r := rc.r
 	if r.Token != nil {
 		ok, err := rc.token(ctx)

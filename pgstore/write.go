@@ -4,8 +4,11 @@ package pgstore
 // deadlock, pauses between batches, id lists.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,4 +55,11 @@ func queryIDs(ctx context.Context, db queryer, q string, args ...any) ([]int64, 
 		return nil, fmt.Errorf("read ids: %w", err)
 	}
 	return ids, nil
+}
+
+// sortedKeys is m's keys in order: the order in which a transaction
+// touches rows named by them, so that two transactions never wait for
+// each other in a circle.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	return slices.Sorted(maps.Keys(m))
 }
