@@ -109,7 +109,7 @@ func TestPrunePayloads(t *testing.T) {
 			receipts, jobs, attempts, pruned, delivered, last, sum)
 	}
 	for table, want := range map[string]int{"receipts": 0, "jobs": 0} {
-		if n := o.count(`SELECT count(*) FROM `+table+` WHERE event_ref = (SELECT id FROM events WHERE event_id = 'A')`); n != want {
+		if n := o.count(`SELECT count(*) FROM ` + table + ` WHERE event_ref = (SELECT id FROM events WHERE event_id = 'A')`); n != want {
 			t.Errorf("A's %s: %d left", table, n)
 		}
 	}
