@@ -1,14 +1,18 @@
 package pgstore
 
 import (
+	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
+	"github.com/jackc/pgx/v5"
 )
 
 const day = 24 * time.Hour
@@ -389,4 +393,133 @@ func waitFor(t *testing.T, cond func() bool) {
 func sum(s string) []byte {
 	b := sha256.Sum256([]byte(s))
 	return b[:]
+}
+
+// statements records every statement a store runs, with its arguments.
+type statementLog struct {
+	mu   sync.Mutex
+	list []traced
+}
+
+type traced struct {
+	sql  string
+	args []any
+}
+
+func (s *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	s.list = append(s.list, traced{d.SQL, d.Args})
+	s.mu.Unlock()
+	return ctx
+}
+
+func (s *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// blocks runs each statement again under EXPLAIN (ANALYZE, BUFFERS), in a
+// transaction rolled back, and adds up the shared buffers they touched:
+// the pages a pass reads, whatever the clock and the cache say.
+func (o *ops) blocks(list []traced) (total int, worst string) {
+	o.t.Helper()
+	most := -1
+	for _, st := range list {
+		switch strings.ToLower(strings.TrimSpace(st.sql)) {
+		case "begin", "commit", "rollback":
+			continue
+		}
+		tx, err := o.s.Pool().Begin(o.ctx)
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		var out string
+		err = tx.QueryRow(o.ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+st.sql, st.args...).Scan(&out)
+		tx.Rollback(o.ctx)
+		if err != nil {
+			o.t.Fatalf("explain %s: %v", st.sql, err)
+		}
+		var plan []struct {
+			Plan struct {
+				Hit  int `json:"Shared Hit Blocks"`
+				Read int `json:"Shared Read Blocks"`
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &plan); err != nil || len(plan) != 1 {
+			o.t.Fatalf("explain %s: %v %s", st.sql, err, out)
+		}
+		n := plan[0].Plan.Hit + plan[0].Plan.Read
+		total += n
+		if n > most {
+			most, worst = n, fmt.Sprintf("%d blocks: %s", n, st.sql)
+		}
+	}
+	return total, worst
+}
+
+// idlePassBlocks builds a history of n events delivered 40 days ago (with
+// their receipts, jobs and attempts), a small backlog that retention must
+// keep (a dead letter, a pending event, a held request) and a few recent
+// events, runs a pass that folds the history, and measures a second pass,
+// which has nothing to do.
+func idlePassBlocks(t *testing.T, n int) (blocks, statements int, worst string) {
+	o := newOps(t)
+	o.add("std", "dead", `{}`, "std/dead")
+	o.kill("std/dead")
+	o.add("std", "waiting", `{}`, "std/waiting")
+	o.held(`{"held":1}`)
+	o.clock.Add(40 * day)
+	for _, q := range []string{
+		`INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256)
+			SELECT 'std', 'h' || g, 't', $1::timestamptz - interval '40 days' + g * interval '1 millisecond', sha256(g::text::bytea)
+			FROM generate_series(1, $2::int) g`,
+		`INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
+			SELECT 'std', id, 'accepted', claimed_at, '127.0.0.1:1', 'Content-Type: application/json', convert_to('{"n":' || id || '}', 'UTF8'), ''::bytea
+			FROM events WHERE event_id LIKE 'h%'`,
+		`INSERT INTO jobs (event_ref, destination, state, attempts, next_at, created_at, finished_at)
+			SELECT id, 'std/app', 'delivered', 1, claimed_at, claimed_at, claimed_at FROM events WHERE event_id LIKE 'h%'`,
+		`INSERT INTO attempts (job_id, number, started_at, duration_us, status_code, verdict)
+			SELECT id, 1, created_at, 1000, 200, 'delivered' FROM jobs WHERE destination = 'std/app'`,
+	} {
+		args := []any{o.clock.Now(), n}
+		if !strings.Contains(q, "$1") {
+			args = nil
+		}
+		if _, err := o.s.Pool().Exec(o.ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for i := range 3 {
+		o.add("std", fmt.Sprint("recent", i), `{}`, "std/app")
+	}
+	opt := hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 30 * day, Claims: 90 * day, Quarantine: 60 * day},
+		Pause: time.Microsecond}
+	if res := o.prune(opt); res.PayloadsPruned != n || res.HeldDead != 1 || res.HeldPending != 1 || res.HeldQuarantined != 1 {
+		t.Fatalf("first pass: %+v, want the %d events folded and the backlog kept", res, n)
+	}
+	if _, err := o.s.Pool().Exec(o.ctx, `ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	trace := &statementLog{}
+	measured := open(t, o.url, Options{Now: o.clock.Now, tracer: trace})
+	if res, err := measured.Prune(o.ctx, opt); err != nil || res.PayloadsPruned != 0 || res.EventsDeleted != 0 || res.HeldDead != 1 {
+		t.Fatalf("idle pass: %+v %v", res, err)
+	}
+	blocks, worst = o.blocks(trace.list)
+	return blocks, len(trace.list), worst
+}
+
+// TestPruneIdlePassCostFlat: a pass with nothing to do reads as many pages
+// over a history of 10,000 folded events as over one of 1,000: every walk
+// starts at its cursor or at the start of what is kept and reads at most
+// one batch (200) to find its end, and the held counts read the partial
+// indexes of the backlog.
+func TestPruneIdlePassCostFlat(t *testing.T) {
+	t.Parallel()
+	small, _, _ := idlePassBlocks(t, 1000)
+	large, statements, worst := idlePassBlocks(t, 10000)
+	t.Logf("idle pass: %d pages over 1000 events, %d over 10000, in %d statements (most: %s)", small, large, statements, worst)
+	// A deeper index costs a page per look-up; a scan of the history
+	// would cost hundreds.
+	if large > small+statements {
+		t.Fatalf("idle pass over 10000 events read %d pages, over 1000 %d: its cost grows with the history (most: %s)",
+			large, small, worst)
+	}
 }

@@ -26,6 +26,11 @@ type ops struct {
 
 func setupOps(t *testing.T) *ops {
 	t.Parallel()
+	return newOps(t)
+}
+
+// newOps is setupOps for a test that is parallel already.
+func newOps(t *testing.T) *ops {
 	c := &clock{t: t0}
 	url := pgtest.Database(t)
 	s := open(t, url, Options{Now: c.Now})

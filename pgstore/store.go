@@ -53,6 +53,9 @@ type Options struct {
 	Instance string
 	// Logger receives migration notices (default: discarded).
 	Logger *slog.Logger
+
+	// tracer, set by a test, sees every statement the pool runs.
+	tracer pgx.QueryTracer
 }
 
 // Store is a Hookwarden store in a PostgreSQL database.
@@ -129,6 +132,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.AfterConnect = checkSettings
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
+	}
 	s := &Store{opts: opts, log: log,
 		address: fmt.Sprintf("postgres://%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
