@@ -2,19 +2,21 @@
 // several receivers sharing one database, through
 // github.com/jackc/pgx/v5 (pure Go: the binary stays CGO-free).
 //
-// This is its foundation, not yet a hookwarden.Store and not wired into the
-// program: Open (a bounded pool whose every new connection is checked for
-// fsync and synchronous_commit, migrations under an advisory lock, a newer
-// schema refused), the schema (migrations/0001_init.sql, the SQLite schema
-// at version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
-// leases with FOR UPDATE SKIP LOCKED on the database's clock) and the run
-// log with gaps across instances (hookwarden.RunLog). Missing: the direct
-// hand-over (SetDirect is a no-op: Record creates every job pending, not
-// leased), ReleaseLeases that spares the leases of other live instances
+// This is its foundation, not yet wired into the program: Open (a bounded
+// pool whose every new connection is checked for fsync and
+// synchronous_commit, migrations under an advisory lock, a newer schema
+// refused), the schema (migrations/0001_init.sql, the SQLite schema at
+// version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
+// leases with FOR UPDATE SKIP LOCKED on the database's clock), the run log
+// with gaps across instances (hookwarden.RunLog) and the operator's writes
+// (hookwarden.Operator: Replay, Prune, Audit, ReleaseQuarantined,
+// DropQuarantined, each safe with several instances at once). Missing: the
+// direct hand-over (SetDirect is a no-op: Record creates every job pending,
+// not leased), ReleaseLeases that spares the leases of other live instances
 // (today it releases every lease: call it only with no other instance
 // running), concurrency and rate across instances, LISTEN/NOTIFY, the
-// operator's reads and writes (events, stats, quarantine release and drop,
-// replay, retention, audit), Health, and backup and export.
+// operator's reads (events, dead letters, stats, quarantine listings),
+// Health, and backup and export: todo.go has their stubs.
 package pgstore
 
 import (
