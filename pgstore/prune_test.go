@@ -523,3 +523,54 @@ func TestPruneIdlePassCostFlat(t *testing.T) {
 			large, small, worst)
 	}
 }
+
+// TestDuplicateMeetsClaimsPrune: a copy of an old event whose claim the
+// claims tier deletes between the copy's claim (a duplicate) and its
+// receipt (which references the claim) is not a 503: Record runs again
+// and the copy is a new event, as it would be a moment later.
+func TestDuplicateMeetsClaimsPrune(t *testing.T) {
+	o := setupOps(t)
+	o.add("std", "A", `{"a":1}`, "std/a")
+	o.deliver("std/a")
+	o.clock.Add(100 * day)
+
+	// A trigger holds every receipt insert until the test lets it go.
+	const gate = 4242
+	conn, err := pgx.ConnectConfig(o.ctx, o.s.Pool().Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(o.ctx)
+	if _, err := conn.Exec(o.ctx, fmt.Sprintf(`CREATE FUNCTION gate() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN NEW; END $$;
+		CREATE TRIGGER gate BEFORE INSERT ON receipts FOR EACH ROW EXECUTE FUNCTION gate();
+		SELECT pg_advisory_lock(%d)`, gate, gate)); err != nil {
+		t.Fatal(err)
+	}
+	copyOfA := receipt("std", "A", `{"a":1}`, "std/a")
+	copyOfA.ReceivedAt = o.clock.Now()
+	var res hookwarden.RecordResult
+	var recErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, recErr = o.s.Record(o.ctx, copyOfA)
+	}()
+	// The copy found A claimed and waits at its receipt.
+	waitFor(t, func() bool {
+		return o.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`) == 1
+	})
+	if pr := o.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{Claims: 90 * day}}); pr.EventsDeleted != 1 {
+		t.Fatalf("prune: %+v, want A's claim deleted", pr)
+	}
+	if _, err := conn.Exec(o.ctx, fmt.Sprintf(`SELECT pg_advisory_unlock(%d)`, gate)); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if recErr != nil || res.Outcome != hookwarden.Accepted || res.Events[0].Jobs != 1 {
+		t.Fatalf("the copy: %+v %v, want accepted again (its claim went)", res, recErr)
+	}
+	if n := o.count(`SELECT count(*) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE e.event_id = 'A' AND j.state = 'pending'`); n != 1 {
+		t.Fatalf("A has %d pending jobs, want 1", n)
+	}
+}
