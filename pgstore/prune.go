@@ -148,14 +148,20 @@ SELECT
 
 // nextIDs reads the next rows of table after id, in id order, up to limit,
 // and returns the ids of those whose time column is before cut. done is set
-// at the first row at or after cut (the walk's end) or when the table has
-// no more rows. It reads the primary key's index only as far as it goes.
-func (s *Store) nextIDs(ctx context.Context, table, timeCol string, after int64, cut time.Time, limit int) (ids []int64, done bool, err error) {
+// at the first row at or after cut (the walk's end; stop is its id) or when
+// the table has no more rows. It reads the primary key's index only as far
+// as it goes: when the first row is already past the cutoff (an idle pass)
+// it reads that row alone.
+func (s *Store) nextIDs(ctx context.Context, table, timeCol string, after int64, cut time.Time, limit int) (ids []int64, stop int64, done bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT id, `+timeCol+` < $3 FROM `+table+` WHERE id > $1 ORDER BY id LIMIT $2`, after, limit, cut)
+	rows, err := s.pool.Query(ctx, `
+WITH head AS (SELECT id, `+timeCol+` < $3 AS before FROM `+table+` WHERE id > $1 ORDER BY id LIMIT 1)
+SELECT id, before FROM head WHERE NOT before
+UNION ALL
+(SELECT id, `+timeCol+` < $3 FROM `+table+` WHERE id > $1 AND (SELECT before FROM head) ORDER BY id LIMIT $2)`, after, limit, cut)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	defer rows.Close()
 	n := 0
@@ -164,16 +170,26 @@ func (s *Store) nextIDs(ctx context.Context, table, timeCol string, after int64,
 		var id int64
 		var before bool
 		if err := rows.Scan(&id, &before); err != nil {
-			return nil, false, err
+			return nil, 0, false, err
 		}
-		if !before {
-			done = true
+		if !before && !done {
+			done, stop = true, id
 		}
 		if !done {
 			ids = append(ids, id)
 		}
 	}
-	return ids, done || n < limit, rows.Err()
+	return ids, stop, done || n < limit, rows.Err()
+}
+
+// skipToStop moves a walk's cursor to just before the row it stopped at:
+// the ids between were walked or no longer exist (a fold deleted them), so
+// the next pass does not step over their index entries again.
+func (s *Store) skipToStop(ctx context.Context, name string, after, stop int64) error {
+	if stop-1 <= after {
+		return nil
+	}
+	return s.pruneWrite(ctx, func(ctx context.Context, tx pgx.Tx) error { return advanceCursorTx(ctx, tx, name, stop-1) })
 }
 
 // cursor reads where a pruning walk stands (0 when it never ran).
@@ -289,7 +305,7 @@ func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, re
 	// deletes, up to the first event claimed after the cutoff.
 	var after int64
 	for {
-		ids, done, err := s.nextIDs(ctx, "events", "claimed_at", after, res.ClaimCutoff, opt.BatchSize)
+		ids, _, done, err := s.nextIDs(ctx, "events", "claimed_at", after, res.ClaimCutoff, opt.BatchSize)
 		if err != nil {
 			return fmt.Errorf("prune claims: %w", err)
 		}
@@ -398,7 +414,7 @@ func (s *Store) prunePayloads(ctx context.Context, opt hookwarden.PruneOptions, 
 		return fmt.Errorf("prune payloads: %w", err)
 	}
 	for {
-		ids, done, err := s.nextIDs(ctx, "events", "claimed_at", after, cut, opt.BatchSize)
+		ids, stop, done, err := s.nextIDs(ctx, "events", "claimed_at", after, cut, opt.BatchSize)
 		if err != nil {
 			return fmt.Errorf("prune payloads: %w", err)
 		}
@@ -409,18 +425,21 @@ func (s *Store) prunePayloads(ctx context.Context, opt hookwarden.PruneOptions, 
 			}
 		}
 		if done {
+			if opt.DryRun {
+				return nil
+			}
+			if err := s.skipToStop(ctx, "events", after, stop); err != nil {
+				return fmt.Errorf("prune payloads: %w", err)
+			}
 			break
 		}
-	}
-	if opt.DryRun {
-		return nil
 	}
 
 	if after, err = s.cursor(ctx, "receipts"); err != nil {
 		return fmt.Errorf("prune payloads: %w", err)
 	}
 	for {
-		ids, done, err := s.nextIDs(ctx, "receipts", "received_at", after, cut, opt.BatchSize)
+		ids, stop, done, err := s.nextIDs(ctx, "receipts", "received_at", after, cut, opt.BatchSize)
 		if err != nil {
 			return fmt.Errorf("prune late receipts: %w", err)
 		}
@@ -434,6 +453,9 @@ func (s *Store) prunePayloads(ctx context.Context, opt hookwarden.PruneOptions, 
 			}
 		}
 		if done {
+			if err := s.skipToStop(ctx, "receipts", after, stop); err != nil {
+				return fmt.Errorf("prune late receipts: %w", err)
+			}
 			return nil
 		}
 	}
@@ -546,21 +568,28 @@ func (s *Store) foldTx(ctx context.Context, tx pgx.Tx, set []int64, receipts, jo
 	if err := foldTotalsTx(ctx, tx, set, false); err != nil {
 		return err
 	}
+	// Each count is one grouped read of the batch, not a subquery per
+	// event: its plan does not hang on fresh statistics.
 	if _, err := tx.Exec(ctx, `
+WITH r AS (SELECT event_ref AS ref, count(*) AS n, max(received_at) AS last FROM receipts
+		WHERE event_ref = ANY($1) GROUP BY 1),
+	l AS (SELECT re.event_ref AS ref, count(*) AS n, max(r.received_at) AS last
+		FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.event_ref = ANY($1) GROUP BY 1),
+	j AS (SELECT event_ref AS ref, count(*) AS n, max(finished_at) AS delivered FROM jobs WHERE event_ref = ANY($1) GROUP BY 1),
+	a AS (SELECT j.event_ref AS ref, count(*) AS n FROM jobs j JOIN attempts a ON a.job_id = j.id
+		WHERE j.event_ref = ANY($1) GROUP BY 1)
 UPDATE events AS e SET
-	receipts = COALESCE(e.receipts, 0)
-		+ (SELECT count(*) FROM receipts r WHERE r.event_ref = e.id)
-		+ (SELECT count(*) FROM receipt_events re WHERE re.event_ref = e.id),
-	jobs = (SELECT count(*) FROM jobs j WHERE j.event_ref = e.id),
-	attempts = (SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.event_ref = e.id),
-	last_received_at = GREATEST(e.claimed_at, e.last_received_at,
-		(SELECT max(r.received_at) FROM receipts r WHERE r.event_ref = e.id),
-		(SELECT max(r.received_at) FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.event_ref = e.id)),
-	delivered_at = (SELECT max(j.finished_at) FROM jobs j WHERE j.event_ref = e.id),
+	receipts = COALESCE(e.receipts, 0) + COALESCE(r.n, 0) + COALESCE(l.n, 0),
+	jobs = COALESCE(j.n, 0),
+	attempts = COALESCE(a.n, 0),
+	last_received_at = GREATEST(e.claimed_at, e.last_received_at, r.last, l.last),
+	delivered_at = j.delivered,
 	pruned_at = COALESCE($2::timestamptz, now()),
 	body_sha256 = ''::bytea,
 	body = NULL
-WHERE e.id = ANY($1)`, set, s.now()); err != nil {
+FROM unnest($1::bigint[]) AS k (id)
+	LEFT JOIN r ON r.ref = k.id LEFT JOIN l ON l.ref = k.id LEFT JOIN j ON j.ref = k.id LEFT JOIN a ON a.ref = k.id
+WHERE e.id = k.id`, set, s.now()); err != nil {
 		return fmt.Errorf("summarise events: %w", err)
 	}
 	for _, st := range []struct {

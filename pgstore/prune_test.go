@@ -489,9 +489,29 @@ func idlePassBlocks(t *testing.T, n int) (blocks, statements int, worst string) 
 	for i := range 3 {
 		o.add("std", fmt.Sprint("recent", i), `{}`, "std/app")
 	}
+	// What retention keeps grows with the traffic too: live tokens and
+	// recent held requests, a tenth of the history each.
+	for _, q := range []string{
+		`INSERT INTO seen_tokens (source, token_sha256, body_sha256, expires_at)
+			SELECT 'mg', sha256(('t' || g)::bytea), sha256(g::text::bytea), $1::timestamptz + interval '10 minutes'
+			FROM generate_series(1, $2::int / 10) g`,
+		`INSERT INTO receipts (id, source, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason)
+			SELECT 1000000 + g, 'std', 'quarantined', $1::timestamptz, '127.0.0.1:1', '', '{}', sha256(('q' || g)::bytea), 'no id'
+			FROM generate_series(1, $2::int / 10) g`,
+		`INSERT INTO quarantine (source, body_sha256, receipt_id, reason, first_at, last_at, count, kind)
+			SELECT 'std', sha256(('q' || g)::bytea), 1000000 + g, 'no id', $1::timestamptz, $1::timestamptz, 1, 'no_event_id'
+			FROM generate_series(1, $2::int / 10) g`,
+	} {
+		if _, err := o.s.Pool().Exec(o.ctx, q, o.clock.Now(), n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 	opt := hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 30 * day, Claims: 90 * day, Quarantine: 60 * day},
 		Pause: time.Microsecond}
-	if res := o.prune(opt); res.PayloadsPruned != n || res.HeldDead != 1 || res.HeldPending != 1 || res.HeldQuarantined != 1 {
+	first := opt
+	first.BatchSize = 1000
+	if res := o.prune(first); res.PayloadsPruned != n || res.HeldDead != 1 || res.HeldPending != 1 || res.HeldQuarantined != 1 ||
+		res.QuarantineDeleted != 0 || res.TokensDeleted != 0 {
 		t.Fatalf("first pass: %+v, want the %d events folded and the backlog kept", res, n)
 	}
 	if _, err := o.s.Pool().Exec(o.ctx, `ANALYZE`); err != nil {
@@ -508,9 +528,9 @@ func idlePassBlocks(t *testing.T, n int) (blocks, statements int, worst string) 
 
 // TestPruneIdlePassCostFlat: a pass with nothing to do reads as many pages
 // over a history of 10,000 folded events as over one of 1,000: every walk
-// starts at its cursor or at the start of what is kept and reads at most
-// one batch (200) to find its end, and the held counts read the partial
-// indexes of the backlog.
+// starts at its cursor or at the start of what is kept and stops at its
+// first row, the held counts read the partial indexes of the backlog, and
+// tokens and held requests are found by their expiry indexes.
 func TestPruneIdlePassCostFlat(t *testing.T) {
 	t.Parallel()
 	small, _, _ := idlePassBlocks(t, 1000)

@@ -227,7 +227,7 @@ func (s *Store) pruneBodyKeys(ctx context.Context, opt hookwarden.PruneOptions, 
 		return nil
 	}
 	for {
-		ids, done, err := s.nextIDs(ctx, "body_keys", "claimed_at", 0, cut, opt.BatchSize)
+		ids, _, done, err := s.nextIDs(ctx, "body_keys", "claimed_at", 0, cut, opt.BatchSize)
 		if err != nil {
 			return fmt.Errorf("prune body keys: %w", err)
 		}
@@ -335,9 +335,9 @@ RETURNING q.receipt_id, q.source, q.count, q.last_at, (SELECT count(*) FROM batc
 	}
 }
 
-// pruneTokens deletes the one-time tokens whose window has closed: a
-// request carrying one is refused as stale before the store sees it. An
-// unexpired token is never deleted.
+// pruneTokens deletes the one-time tokens whose window has closed, a batch
+// at a time through their expiry index: a request carrying one is refused
+// as stale before the store sees it. An unexpired token is never deleted.
 func (s *Store) pruneTokens(ctx context.Context, opt hookwarden.PruneOptions, now time.Time, res *hookwarden.PruneResult) error {
 	if opt.DryRun {
 		bctx, cancel := s.bound(ctx)
@@ -347,12 +347,24 @@ func (s *Store) pruneTokens(ctx context.Context, opt hookwarden.PruneOptions, no
 		}
 		return nil
 	}
-	err := s.pruneWrite(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		res.TokensDeleted = 0
-		return execCount(ctx, tx, &res.TokensDeleted, `DELETE FROM seen_tokens WHERE expires_at <= $1`, now)
-	})
-	if err != nil {
-		return fmt.Errorf("prune seen tokens: %w", err)
+	res.TokensDeleted = 0
+	for {
+		n := 0
+		err := s.pruneWrite(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			n = 0
+			return execCount(ctx, tx, &n, `DELETE FROM seen_tokens WHERE (source, token_sha256) IN
+				(SELECT source, token_sha256 FROM seen_tokens WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)
+				AND expires_at <= $1`, now, opt.BatchSize)
+		})
+		if err != nil {
+			return fmt.Errorf("prune seen tokens: %w", err)
+		}
+		res.TokensDeleted += n
+		if n < opt.BatchSize {
+			return nil
+		}
+		if err := pause(ctx, opt.Pause); err != nil {
+			return err
+		}
 	}
-	return nil
 }
