@@ -32,6 +32,7 @@ type health struct {
 	errAt   time.Time
 
 	onCommit func(batch int, d time.Duration, err error) // Options.OnCommit
+	next     pgx.QueryTracer                             // another tracer to call (a test's), or nil
 }
 
 func (h *health) note(err error) {
@@ -63,7 +64,10 @@ func (h *health) state() error {
 type writeKey struct{}
 
 // TraceQueryStart marks the context of a write statement.
-func (h *health) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+func (h *health) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if h.next != nil {
+		ctx = h.next.TraceQueryStart(ctx, c, d)
+	}
 	if !isWrite(d.SQL) {
 		return ctx
 	}
@@ -75,7 +79,10 @@ func (h *health) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQu
 }
 
 // TraceQueryEnd notes the outcome of a write statement, and times a COMMIT.
-func (h *health) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+func (h *health) TraceQueryEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryEndData) {
+	if h.next != nil {
+		h.next.TraceQueryEnd(ctx, c, d)
+	}
 	start, ok := ctx.Value(writeKey{}).(time.Time)
 	if !ok {
 		return

@@ -10,15 +10,17 @@
 // (migrations/0001_init.sql, the SQLite schema at version 8), Record
 // (hookwarden.Recorder), the queue (hookwarden.Queue: leases with FOR
 // UPDATE SKIP LOCKED on the database's clock), the run log with gaps across
-// instances (hookwarden.RunLog) and InstancesUp, Health (the last write's
-// outcome through the pool's tracer; Ping a one-row write), LastAccepted,
-// and Backup, which refuses (pg_dump, or hookwarden export). Missing: the
-// direct hand-over (SetDirect is a no-op: Record creates every job pending,
-// not leased), ReleaseLeases that spares the leases of other live instances
-// (today it releases every lease: call it only with no other instance
-// running), concurrency and rate across instances, LISTEN/NOTIFY, and the
-// rest of the operator's reads and writes (events, stats, quarantine
-// release and drop, replay, retention, audit).
+// instances (hookwarden.RunLog) and InstancesUp, the operator's writes
+// (hookwarden.Operator: Replay, Prune, Audit, ReleaseQuarantined,
+// DropQuarantined, each safe with several instances at once), Health (the
+// last write's outcome through the pool's tracer; Ping a one-row write),
+// LastAccepted, and Backup, which refuses (pg_dump, or hookwarden export).
+// Missing: the direct hand-over (SetDirect is a no-op: Record creates every
+// job pending, not leased), ReleaseLeases that spares the leases of other
+// live instances (today it releases every lease: call it only with no other
+// instance running), concurrency and rate across instances, LISTEN/NOTIFY,
+// and the rest of the operator's reads (events, dead letters, stats,
+// quarantine listings): todo.go has their stubs.
 package pgstore
 
 import (
@@ -67,6 +69,9 @@ type Options struct {
 	// transaction is one request's here), how long the COMMIT took and its
 	// error: the store_commit metrics.
 	OnCommit func(batch int, d time.Duration, err error)
+
+	// tracer, set by a test, sees every statement the pool runs.
+	tracer pgx.QueryTracer
 }
 
 // Store is a Hookwarden store in a PostgreSQL database.
@@ -77,6 +82,10 @@ type Store struct {
 	address string // host and database, never the password
 	health  health
 	closed  atomic.Bool
+
+	// testReplayChecked, set by a test, runs in each replay batch between
+	// the check of its rules and the reset.
+	testReplayChecked func()
 }
 
 // SettingError is a server setting that breaks the promise of a durable
@@ -147,6 +156,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg.AfterConnect = checkSettings
 	s := &Store{opts: opts, log: log, address: address(cfg.ConnConfig)}
 	s.health.onCommit = opts.OnCommit
+	s.health.next = opts.tracer // a test's, seeing every statement too
 	cfg.ConnConfig.Tracer = &s.health
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.address, err)
