@@ -26,12 +26,18 @@ type writeTarget struct {
 	// up what the command changes (replayed jobs, resumed destinations).
 	Served bool
 	Owner  fmt.Stringer // the serve that owns it, when Served
+	// Shared: a database several serve processes share (PostgreSQL), not a
+	// file.
+	Shared bool
 }
 
 // deliveryNote says who delivers what the command made due.
 func (t writeTarget) deliveryNote() string {
 	if t.Served {
 		return fmt.Sprintf("%s delivers them within a second or two", t.Owner)
+	}
+	if t.Shared {
+		return "no serve runs on this database: they are delivered when one starts on it"
 	}
 	return "no serve runs on this file: they are delivered when one starts on it"
 }
@@ -70,7 +76,7 @@ func (g *globals) openWriteStore(ctx context.Context, command string) (hookwarde
 		if err != nil {
 			return nil, nil, writeTarget{}, err
 		}
-		t := writeTarget{Path: s.Path()}
+		t := writeTarget{Path: s.Path(), Shared: true}
 		if count, ok := liveInstances(s); ok {
 			if n, err := count(ctx, gapStale); err == nil && n > 0 {
 				t.Served, t.Owner = true, instancesNote(n)

@@ -714,6 +714,22 @@ func TestOperatorCommandsOnPostgres(t *testing.T) {
 	}
 	pgExec(t, url, `UPDATE schema_version SET version = version + 1`)
 
+	// The writes need no --write: the database is the live store.
+	if code, stdout, stderr := runBin(t, "prune", "--config", c.cfg, "--json"); code != 0 || !strings.Contains(stdout, `"audit_id"`) {
+		t.Fatalf("prune on database.url: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if n := pgCount(t, url, `SELECT count(*) FROM audit WHERE action = 'prune' AND origin = 'cli'`); n != 1 {
+		t.Fatalf("%d prune entries in the audit log, want 1", n)
+	}
+	code, stdout, stderr = runBin(t, "replay", "--config", c.cfg, "std", "op_0")
+	if code != 0 || pgCount(t, url, `SELECT count(*) FROM jobs j JOIN events e ON e.id = j.event_ref
+		WHERE e.event_id = 'op_0' AND j.state = 'pending'`) != 1 {
+		t.Fatalf("replay on database.url: exit %d, want the job pending again\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout+stderr, "no serve runs on this database") {
+		t.Fatalf("replay with no serve running should say who delivers:\n%s%s", stdout, stderr)
+	}
+
 	for _, args := range [][]string{{"events", "list", "--json"}, {"stats", "--json"}, {"dead", "list"}} {
 		code, stdout, stderr := runBin(t, append(args, "--config", c.cfg)...)
 		if strings.Contains(stderr, "not built yet") {
