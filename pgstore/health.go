@@ -171,8 +171,8 @@ func (s *Store) InstancesUp(ctx context.Context, stale time.Duration) (int, erro
 // PostgreSQL database; the server's tools do it better (pg_dump, or a base
 // backup with WAL archiving), and `hookwarden export` writes the
 // offline-forensics file. It wraps hookwarden.ErrNotSupported.
-var ErrBackupRefused = fmt.Errorf("%w: backup of a PostgreSQL store: use pg_dump (or your provider's backups) "+
-	"for the database, or `hookwarden export FILE` for an SQLite copy that every --db command reads",
+var ErrBackupRefused = fmt.Errorf("backup: the store is PostgreSQL (database.url): use pg_dump (or your provider's backups) "+
+	"for the database, or `hookwarden export FILE` for an SQLite copy that every --db command reads (backup %w)",
 	hookwarden.ErrNotSupported)
 
 // Backup refuses with ErrBackupRefused and writes nothing.
