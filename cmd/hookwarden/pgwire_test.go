@@ -744,3 +744,84 @@ func TestOperatorCommandsOnPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresRestartUnderLoad: PostgreSQL restarted while 8 senders post:
+// meanwhile 503 + Retry-After, never a 200 for something not recorded;
+// serve recovers without a restart and delivers every acknowledged event.
+func TestPostgresRestartUnderLoad(t *testing.T) {
+	cl := pgtest.Start(t)
+	url := cl.NewDatabase(t)
+	d, dest := newDeliveries(t)
+	c := newChildOn(t, pgURLDB(url), dest, "warn")
+	c.start()
+	defer c.stop()
+	hook := "http://" + c.hook + "/hooks/std"
+
+	var acked sync.Map
+	var nAcked, n503, noRetryAfter atomic.Int64
+	ctx, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
+	client := &http.Client{Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				id := fmt.Sprintf("r_%d_%d", w, i)
+				resp, err := client.Do(signed(t, hook, id, []byte(`{"type":"load"}`), time.Now(), testSecret))
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					acked.Store(id, true)
+					nAcked.Add(1)
+				case 503:
+					n503.Add(1)
+					if resp.Header.Get("Retry-After") == "" {
+						noRetryAfter.Add(1)
+					}
+				default:
+					t.Errorf("%s: status %d", id, resp.StatusCode)
+				}
+			}
+		})
+	}
+	waitFor(t, "load before the restart", func() bool { return nAcked.Load() >= 200 })
+	if err := cl.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	before := nAcked.Load()
+	waitFor(t, "acknowledgements after the restart", func() bool { return nAcked.Load() >= before+200 })
+	stopLoad()
+	wg.Wait()
+	waitFor(t, "/readyz 200 after the restart", func() bool { return c.readyz() == 200 })
+	if noRetryAfter.Load() > 0 {
+		t.Fatalf("%d of %d 503s without Retry-After", noRetryAfter.Load(), n503.Load())
+	}
+
+	var ids []string
+	acked.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var stored int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE event_id = ANY($1)`, ids).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != len(ids) {
+		t.Fatalf("%d of %d acknowledged events are in the database", stored, len(ids))
+	}
+	waitFor(t, "every acknowledged event delivered", func() bool {
+		for _, id := range ids {
+			if d.of(id) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%d acknowledged (%d before the restart), %d answered 503 with Retry-After, all delivered", len(ids), before, n503.Load())
+}

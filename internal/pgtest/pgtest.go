@@ -226,6 +226,21 @@ func (c *Cluster) Log() string {
 	return string(b)
 }
 
+// Restart stops the server (pg_ctl restart -m fast: connections are cut,
+// in-flight transactions rolled back) and starts it again on the same data,
+// waiting until it accepts connections.
+func (c *Cluster) Restart() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("restart of a stopped cluster")
+	}
+	if out, err := c.run("pg_ctl", "-D", c.data(), "-l", c.logFile(), "-m", "fast", "-w", "-t", "60", "restart"); err != nil {
+		return fmt.Errorf("pg_ctl restart: %v: %s", err, out)
+	}
+	return nil
+}
+
 // Stop stops the server (pg_ctl stop -m fast) and removes its directory.
 func (c *Cluster) Stop() error {
 	c.mu.Lock()
