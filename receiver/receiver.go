@@ -200,6 +200,10 @@ func (rc *Receiver) SetSources(sources []Source) {
 // against the next process. Requests already past this check finish normally.
 func (rc *Receiver) Drain() { rc.draining.Store(true) }
 
+// Draining reports whether Drain was called: /readyz then fails, so that a
+// load balancer sends webhooks to the other receivers.
+func (rc *Receiver) Draining() bool { return rc.draining.Load() }
+
 // ServeHTTP implements http.Handler.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) { rc.router.ServeHTTP(w, r) }
 

@@ -206,8 +206,12 @@ func (a *App) serve(srv *http.Server, ln net.Listener, name string) {
 	}()
 }
 
-// ready is /readyz: the last write succeeded and the workers are turning.
+// ready is /readyz: not draining, the last write succeeded and the workers
+// are turning.
 func (a *App) ready(context.Context) error {
+	if a.Receiver != nil && a.Receiver.Draining() {
+		return errors.New("draining: shutting down, refusing new webhooks")
+	}
 	if err := a.Store.Healthy(); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
