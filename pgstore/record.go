@@ -298,6 +298,17 @@ func encodeHeaders(h http.Header) string {
 	return strings.ToValidUTF8(strings.ReplaceAll(b.String(), "\x00", ""), "\uFFFD")
 }
 
+// decodeHeaders reads headers as encodeHeaders wrote them.
+func decodeHeaders(s string) http.Header {
+	h := http.Header{}
+	for line := range strings.SplitSeq(s, "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			h[k] = append(h[k], v)
+		}
+	}
+	return h
+}
+
 // storable returns r, or, when an event id or type is text PostgreSQL
 // cannot hold (not UTF-8, or a NUL byte: SQLite keeps either), a copy held
 // in quarantine instead: refused on every retry, the request would be a 503
