@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -51,6 +52,13 @@ type Options struct {
 	// restarts (default: the host's name), so gaps can tell a restart while
 	// others served from an outage.
 	Instance string
+	// Stale is how old a run's heartbeat may be before ReleaseLeases takes
+	// the run for dead and gives its leases back (default 10s: five missed
+	// heartbeats of serve's 2s, as gaps judges a run). Shorter risks
+	// releasing a slow but live instance's jobs in flight, which are then
+	// delivered twice; longer only delays a dead one's until their lease
+	// ends.
+	Stale time.Duration
 	// Logger receives migration notices (default: discarded).
 	Logger *slog.Logger
 }
@@ -61,6 +69,9 @@ type Store struct {
 	opts    Options
 	log     *slog.Logger
 	address string // host and database, never the password
+
+	run    atomic.Int64                      // this process's run (StartRun): the holder of its leases
+	direct atomic.Pointer[hookwarden.Direct] // SetDirect
 }
 
 // SettingError is a server setting that breaks the promise of a durable
@@ -110,6 +121,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
+	}
+	if opts.Stale <= 0 {
+		opts.Stale = 10 * time.Second
 	}
 	log := opts.Logger
 	if log == nil {
