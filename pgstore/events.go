@@ -61,25 +61,30 @@ func idBefore(p string) string {
 		strconv.Itoa(int(idSlack.Seconds())) + " seconds' ORDER BY id DESC LIMIT 1), 0)"
 }
 
-// payloadPruned is true when retention removed the bytes an event would be
-// delivered with: it was folded into its claim, or its accepted receipt's
-// body (its batch's) was cleared.
-const payloadPruned = `(e.pruned_at IS NOT NULL OR EXISTS (SELECT 1 FROM receipts pr WHERE pr.event_ref = e.id AND pr.kind = 'accepted' AND pr.pruned_at IS NOT NULL)
-	OR EXISTS (SELECT 1 FROM receipt_events pe JOIN receipts pr ON pr.id = pe.receipt_id
-		WHERE pe.event_ref = e.id AND pe.kind = 'accepted' AND pr.pruned_at IS NOT NULL))`
-
-// eventColumns are an event's summary; the subqueries run on the
-// jobs_event, receipts_event and receipt_events keys, for the rows of the
-// page only.
-const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at,
-	(SELECT count(*) FROM jobs WHERE event_ref = e.id AND state = 'pending'),
-	(SELECT count(*) FROM jobs WHERE event_ref = e.id AND state = 'delivered'),
-	(SELECT count(*) FROM jobs WHERE event_ref = e.id AND state = 'dead'),
-	COALESCE(e.receipts, 0) + (SELECT count(*) FROM receipts WHERE event_ref = e.id) + (SELECT count(*) FROM receipt_events WHERE event_ref = e.id),
-	EXISTS (SELECT 1 FROM receipts WHERE event_ref = e.id AND kind = 'divergent')
-		OR EXISTS (SELECT 1 FROM receipt_events WHERE event_ref = e.id AND kind = 'divergent'),
-	` + payloadPruned + `,
+// eventColumns are an event's summary, selected FROM eventFrom: its jobs by
+// state, the requests that carried it (its own receipts and the batches it
+// was an element of), whether one diverged, and whether retention removed
+// the bytes it would be delivered with (folded into its claim, or its
+// accepted receipt's body cleared).
+const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at, j.pending, j.delivered, j.dead,
+	COALESCE(e.receipts, 0) + r.n + b.n, r.divergent OR b.divergent, e.pruned_at IS NOT NULL OR r.pruned OR b.pruned,
 	e.pruned_at, COALESCE(e.jobs, 0), COALESCE(e.attempts, 0), e.last_received_at, e.delivered_at`
+
+// eventFrom is events e with one aggregate per event over each of its
+// jobs, receipts and batch links, on the jobs_event, receipts_event and
+// receipt_events keys. LATERAL, not EXISTS in the select list: the
+// planner may run an uncorrelated EXISTS as one hashed scan of the whole
+// table, where a walk of a page must cost the page's rows only.
+const eventFrom = `events e
+	CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
+		count(*) FILTER (WHERE state = 'delivered') AS delivered, count(*) FILTER (WHERE state = 'dead') AS dead
+		FROM jobs WHERE event_ref = e.id) j
+	CROSS JOIN LATERAL (SELECT count(*) AS n, COALESCE(bool_or(kind = 'divergent'), false) AS divergent,
+		COALESCE(bool_or(kind = 'accepted' AND pruned_at IS NOT NULL), false) AS pruned
+		FROM receipts WHERE event_ref = e.id) r
+	CROSS JOIN LATERAL (SELECT count(*) AS n, COALESCE(bool_or(re.kind = 'divergent'), false) AS divergent,
+		COALESCE(bool_or(re.kind = 'accepted' AND pr.pruned_at IS NOT NULL), false) AS pruned
+		FROM receipt_events re JOIN receipts pr ON pr.id = re.receipt_id WHERE re.event_ref = e.id) b`
 
 // scanEvent reads the eventColumns (then extra) of one row.
 func scanEvent(row pgx.Row, ev *hookwarden.EventSummary, extra ...any) error {
@@ -152,6 +157,34 @@ func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items
 	if f.Status == hookwarden.StatusQuarantined {
 		return s.listQuarantined(ctx, f)
 	}
+	q, args, limit, err := eventsQuery(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ev hookwarden.EventSummary
+		if err := scanEvent(rows, &ev); err != nil {
+			return nil, 0, fmt.Errorf("list events: %w", err)
+		}
+		items = append(items, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	items, next = page(items, limit, func(e hookwarden.EventSummary) int64 { return e.Ref })
+	return items, next, nil
+}
+
+// eventsQuery is ListEvents' statement for f (not quarantined), which
+// fetches one row more than the page's limit.
+func eventsQuery(f hookwarden.EventFilter) (q string, args []any, limit int, err error) {
 	var w where
 	if f.Source != "" {
 		w.add("e.source = " + w.arg(f.Source))
@@ -181,29 +214,11 @@ func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items
 		w.add("NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state <> 'delivered')")
 	case "":
 	default:
-		return nil, 0, fmt.Errorf("list events: unknown status %q", f.Status)
+		return "", nil, 0, fmt.Errorf("list events: unknown status %q", f.Status)
 	}
-	limit := limitOf(f.Limit)
-	q := "SELECT " + eventColumns + " FROM events e" + w.String() + " ORDER BY e.id DESC LIMIT " + w.arg(limit+1)
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	rows, err := s.pool.Query(ctx, q, w.args...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ev hookwarden.EventSummary
-		if err := scanEvent(rows, &ev); err != nil {
-			return nil, 0, fmt.Errorf("list events: %w", err)
-		}
-		items = append(items, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
-	}
-	items, next = page(items, limit, func(e hookwarden.EventSummary) int64 { return e.Ref })
-	return items, next, nil
+	limit = limitOf(f.Limit)
+	q = "SELECT " + eventColumns + " FROM " + eventFrom + w.String() + " ORDER BY e.id DESC LIMIT " + w.arg(limit+1)
+	return q, w.args, limit, nil
 }
 
 // listQuarantined is ListEvents of status quarantined: the held requests
@@ -256,7 +271,7 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwar
 	d := &hookwarden.EventDetail{}
 	err := s.snapshot(ctx, func(tx pgx.Tx) error {
 		var sum, element []byte
-		row := tx.QueryRow(ctx, "SELECT "+eventColumns+", e.body_sha256, e.body FROM events e WHERE e.source = $1 AND e.event_id = $2",
+		row := tx.QueryRow(ctx, "SELECT "+eventColumns+", e.body_sha256, e.body FROM "+eventFrom+" WHERE e.source = $1 AND e.event_id = $2",
 			source, eventID)
 		if err := scanEvent(row, &d.EventSummary, &sum, &element); err != nil {
 			return err

@@ -324,7 +324,7 @@ func TestReadsDoNotHoldWriters(t *testing.T) {
 	err := q.s.snapshot(q.ctx, func(tx pgx.Tx) error {
 		// What ShowEvent reads, in its snapshot.
 		var d hookwarden.EventDetail
-		if err := scanEvent(tx.QueryRow(q.ctx, "SELECT "+eventColumns+" FROM events e WHERE e.event_id = 'e1'"), &d.EventSummary); err != nil {
+		if err := scanEvent(tx.QueryRow(q.ctx, "SELECT "+eventColumns+" FROM "+eventFrom+" WHERE e.event_id = 'e1'"), &d.EventSummary); err != nil {
 			return err
 		}
 		if err := errors.Join(loadReceipts(q.ctx, tx, &d), loadJobs(q.ctx, tx, &d)); err != nil {

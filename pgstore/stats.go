@@ -204,17 +204,20 @@ func (s *Store) LastAccepted(ctx context.Context, sources []string) (map[string]
 
 // recentCountsSQL counts, per source ($1), the events claimed and the
 // repeats received since the hour ($2) and the day ($3). The claims are
-// walked newest first by id down to the last one claimed before the day
-// (less idSlack), the repeats on receipts' (source, received_at) index: the
-// cost follows the day's traffic, not the history.
+// walked once for all sources, newest first by id down to the last one
+// claimed before the day (less idSlack); the repeats on receipts' (source,
+// received_at) index: the cost follows the day's traffic, not the history.
 var recentCountsSQL = `
-SELECT s, a.n, a.h, r.n, r.h, b.n, b.h
-FROM unnest($1::text[]) AS s,
-	LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE claimed_at >= $2) AS h
-		FROM events WHERE id > ` + idBefore("$3") + ` AND claimed_at >= $3 AND source = s) a,
-	LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE received_at >= $2) AS h
-		FROM receipts WHERE source = s AND received_at >= $3 AND kind IN ('duplicate', 'divergent')) r,
-	LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE r.received_at >= $2) AS h
+WITH a AS (
+	SELECT source, count(*) AS n, count(*) FILTER (WHERE claimed_at >= $2) AS h
+	FROM events WHERE id > ` + idBefore("$3") + ` AND claimed_at >= $3 AND source = ANY($1)
+	GROUP BY source)
+SELECT s, COALESCE(a.n, 0), COALESCE(a.h, 0), r.n, r.h, b.n, b.h
+FROM unnest($1::text[]) AS s
+	LEFT JOIN a ON a.source = s
+	CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE received_at >= $2) AS h
+		FROM receipts WHERE source = s AND received_at >= $3 AND kind IN ('duplicate', 'divergent')) r
+	CROSS JOIN LATERAL (SELECT count(*) AS n, count(*) FILTER (WHERE r.received_at >= $2) AS h
 		FROM receipts r JOIN receipt_events re ON re.receipt_id = r.id
 		WHERE r.source = s AND r.received_at >= $3 AND r.kind = 'batch' AND re.kind <> 'accepted') b`
 

@@ -1,0 +1,96 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/pgtest"
+)
+
+// TestListingsWalkIndexes: on a store with a history, every listing's
+// plan reaches events, receipts and jobs through an index, never a scan of
+// the whole table, so that a page costs its rows, not the history. The
+// plans are the server's own choice, from its statistics (ANALYZE).
+func TestListingsWalkIndexes(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.Database(t), Options{})
+	ctx := context.Background()
+	// 30000 events of three sources (one rare), one receipt and one job
+	// each; one job in 500 dead, the newest 1000 pending.
+	if _, err := s.Pool().Exec(ctx, `
+INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256)
+SELECT CASE WHEN g % 1000 = 0 THEN 'rare' WHEN g % 2 = 0 THEN 'std' ELSE 'gh' END, 'e' || g, 't.created',
+	timestamptz '2026-01-01' + g * interval '10 seconds', '\x00'::bytea FROM generate_series(1, 30000) g;
+INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
+SELECT source, id, 'accepted', claimed_at, '127.0.0.1:1', 'Content-Type: application/json', '{}', '' FROM events;
+INSERT INTO jobs (event_ref, destination, state, next_at, created_at, finished_at)
+SELECT id, source || '/app', CASE WHEN id % 500 = 0 THEN 'dead' WHEN id > 29000 THEN 'pending' ELSE 'delivered' END,
+	claimed_at, claimed_at, claimed_at FROM events;
+ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(300000 * time.Second)
+	type stmt struct {
+		name string
+		q    string
+		args []any
+	}
+	var stmts []stmt
+	for _, f := range []hookwarden.EventFilter{{}, {Source: "std"}, {Source: "rare"}, {Since: end.Add(-time.Hour)},
+		{Status: hookwarden.StatusDead}, {Status: hookwarden.StatusPending}, {Status: hookwarden.StatusDelivered},
+		{Type: "t.*"}, {Source: "std", Since: end.Add(-time.Hour), Cursor: 29990}} {
+		q, args, _, err := eventsQuery(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, stmt{fmt.Sprintf("events %+v", f), q, args})
+	}
+	for _, f := range []hookwarden.DeadFilter{{}, {Source: "std"}, {Source: "rare"}, {Destination: "gh/app"},
+		{Since: end.Add(-time.Hour)}} {
+		q, args, _ := deadQuery(f)
+		stmts = append(stmts, stmt{fmt.Sprintf("dead %+v", f), q, args})
+	}
+	srcs := []string{"std", "gh", "rare"}
+	stmts = append(stmts,
+		stmt{"recent counts", recentCountsSQL, []any{srcs, end.Add(-time.Hour), end.Add(-24 * time.Hour)}},
+		stmt{"last accepted", lastAcceptedSQL, []any{srcs}})
+	for _, st := range stmts {
+		var plan []struct{ Plan planNode }
+		var raw []byte
+		if err := s.Pool().QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+st.q, st.args...).Scan(&raw); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if err := json.Unmarshal(raw, &plan); err != nil {
+			t.Fatal(err)
+		}
+		if scans := plan[0].Plan.seqScans(); len(scans) > 0 {
+			t.Errorf("%s scans %v whole:\n%s", st.name, scans, raw)
+		}
+	}
+}
+
+// planNode is a node of EXPLAIN (FORMAT JSON).
+type planNode struct {
+	NodeType string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// seqScans lists the big tables the plan reads whole.
+func (n planNode) seqScans() []string {
+	var out []string
+	if n.NodeType == "Seq Scan" {
+		switch n.Relation {
+		case "events", "receipts", "jobs":
+			out = append(out, n.Relation)
+		}
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.seqScans()...)
+	}
+	return out
+}
