@@ -2,19 +2,23 @@
 // several receivers sharing one database, through
 // github.com/jackc/pgx/v5 (pure Go: the binary stays CGO-free).
 //
-// This is its foundation, not yet a hookwarden.Store and not wired into the
-// program: Open (a bounded pool whose every new connection is checked for
-// fsync and synchronous_commit, migrations under an advisory lock, a newer
-// schema refused), the schema (migrations/0001_init.sql, the SQLite schema
-// at version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
-// leases with FOR UPDATE SKIP LOCKED on the database's clock) and the run
-// log with gaps across instances (hookwarden.RunLog). Missing: the direct
-// hand-over (SetDirect is a no-op: Record creates every job pending, not
-// leased), ReleaseLeases that spares the leases of other live instances
-// (today it releases every lease: call it only with no other instance
-// running), concurrency and rate across instances, LISTEN/NOTIFY, the
-// operator's reads and writes (events, stats, quarantine release and drop,
-// replay, retention, audit), Health, and backup and export.
+// Not wired into the program yet. Built: Open (a bounded pool whose every
+// new connection is checked for fsync and synchronous_commit, migrations
+// under an advisory lock, a newer schema refused), the schema
+// (migrations/0001_init.sql, the SQLite schema at version 8, and
+// 0002_lease_holder.sql), Record (hookwarden.Recorder, with the direct
+// hand-over of SetDirect: a new job given a free slot is committed leased
+// to this process's run and handed over after COMMIT), the queue
+// (hookwarden.Queue: leases with FOR UPDATE SKIP LOCKED on the database's
+// clock, each naming the run that holds it, and ReleaseLeases that gives
+// back only the leases of processes that are gone, never another live
+// instance's), the run log with gaps across instances (hookwarden.RunLog)
+// and the operator's reads (hookwarden.Inspector: events, dead letters,
+// counts, held requests; plain reads that take no locks, every listing on
+// an index). Missing: concurrency and rate across instances,
+// LISTEN/NOTIFY, export, and, stubbed in todo.go, the operator's writes
+// (replay, retention, audit, quarantine release and drop), Health and
+// Backup.
 package pgstore
 
 import (
@@ -50,7 +54,9 @@ type Options struct {
 	Now func() time.Time
 	// Instance names this receiver in the run log, stable across its
 	// restarts (default: the host's name), so gaps can tell a restart while
-	// others served from an outage.
+	// others served from an outage, and ReleaseLeases can tell its own
+	// earlier runs' leases (given back at start) from another live
+	// instance's (left alone). One name per serve process running at once.
 	Instance string
 	// Stale is how old a run's heartbeat may be before ReleaseLeases takes
 	// the run for dead and gives its leases back (default 10s: five missed
