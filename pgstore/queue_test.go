@@ -396,8 +396,9 @@ func TestQueueUnlease(t *testing.T) {
 	}
 }
 
-// TestQueueReleaseLeases: every lease is given back: its jobs are due at
-// once, the same jobs with the next attempt.
+// TestQueueReleaseLeases: every lease taken outside a run (nobody's) is
+// given back: its jobs are due at once, the same jobs with the next
+// attempt. Leases of runs: holder_test.go.
 func TestQueueReleaseLeases(t *testing.T) {
 	q := setupQueue(t)
 	q.add("std", "a", `{}`, "std/app")
