@@ -19,21 +19,7 @@ func TestListingsWalkIndexes(t *testing.T) {
 	t.Parallel()
 	s := open(t, pgtest.Database(t), Options{})
 	ctx := context.Background()
-	// 30000 events of three sources (one rare), one receipt and one job
-	// each; one job in 500 dead, the newest 1000 pending.
-	if _, err := s.Pool().Exec(ctx, `
-INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256)
-SELECT CASE WHEN g % 1000 = 0 THEN 'rare' WHEN g % 2 = 0 THEN 'std' ELSE 'gh' END, 'e' || g, 't.created',
-	timestamptz '2026-01-01' + g * interval '10 seconds', '\x00'::bytea FROM generate_series(1, 30000) g;
-INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
-SELECT source, id, 'accepted', claimed_at, '127.0.0.1:1', 'Content-Type: application/json', '{}', '' FROM events;
-INSERT INTO jobs (event_ref, destination, state, next_at, created_at, finished_at)
-SELECT id, source || '/app', CASE WHEN id % 500 = 0 THEN 'dead' WHEN id > 29000 THEN 'pending' ELSE 'delivered' END,
-	claimed_at, claimed_at, claimed_at FROM events;
-ANALYZE`); err != nil {
-		t.Fatal(err)
-	}
-	end := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(300000 * time.Second)
+	end := seedHistory(t, s, 30000)
 	type stmt struct {
 		name string
 		q    string
@@ -71,6 +57,33 @@ ANALYZE`); err != nil {
 			t.Errorf("%s scans %v whole:\n%s", st.name, scans, raw)
 		}
 	}
+}
+
+// seedHistory writes n events of three sources (one in 1000 of source
+// rare, the others std and gh), ten seconds apart, one receipt and one job
+// each (one job in 500 dead, the newest 1000 pending, the rest
+// delivered), analyzes the tables and returns the newest event's time.
+func seedHistory(tb testing.TB, s *Store, n int) time.Time {
+	tb.Helper()
+	for _, q := range []string{`
+INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256)
+SELECT CASE WHEN g % 1000 = 0 THEN 'rare' WHEN g % 2 = 0 THEN 'std' ELSE 'gh' END, 'e' || g, 't.created',
+	timestamptz '2026-01-01 00:00:00+00' + g * interval '10 seconds', '\x00'::bytea FROM generate_series(1, $1::int) g`, `
+INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
+SELECT source, id, 'accepted', claimed_at, '127.0.0.1:1', 'Content-Type: application/json', '{}', '' FROM events
+WHERE $1::int > 0`, `
+INSERT INTO jobs (event_ref, destination, state, next_at, created_at, finished_at)
+SELECT id, source || '/app', CASE WHEN id % 500 = 0 THEN 'dead' WHEN id > $1::int - 1000 THEN 'pending' ELSE 'delivered' END,
+	claimed_at, claimed_at, claimed_at FROM events`,
+	} {
+		if _, err := s.Pool().Exec(context.Background(), q, n); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if _, err := s.Pool().Exec(context.Background(), `ANALYZE`); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n) * 10 * time.Second)
 }
 
 // planNode is a node of EXPLAIN (FORMAT JSON).
