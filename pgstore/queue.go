@@ -27,9 +27,8 @@ var _ hookwarden.Queue = (*Store)(nil)
 // database's clock) plus $3 microseconds, to run $5 (the holder, NULL
 // outside a run), and reads what their delivery needs in the same statement
 // (one round trip). The holder is a column no index covers: the lease stays
-// a HOT update. SKIP LOCKED in the
-// sub-select lets instances leasing at once take disjoint jobs without
-// waiting on each other; a row another lease committed meanwhile is
+// a HOT update. SKIP LOCKED in the sub-select lets instances leasing at
+// once take disjoint jobs without waiting on each other; a row another lease committed meanwhile is
 // re-checked against the WHERE clause on its new version, so it is not
 // taken twice. The body of a single event is its accepted receipt's, a
 // batch element's is its own. The LEFT JOINs keep a job whose event cannot
