@@ -28,11 +28,12 @@ var _ hookwarden.Queue = (*Store)(nil)
 // outside a run), and reads what their delivery needs in the same statement
 // (one round trip). The holder is a column no index covers: the lease stays
 // a HOT update. SKIP LOCKED in the sub-select lets instances leasing at
-// once take disjoint jobs without waiting on each other; a row another lease committed meanwhile is
-// re-checked against the WHERE clause on its new version, so it is not
-// taken twice. The body of a single event is its accepted receipt's, a
-// batch element's is its own. The LEFT JOINs keep a job whose event cannot
-// be read, so that it is reported, as sqlitestore reports it.
+// once take disjoint jobs without waiting on each other; a row another
+// lease committed meanwhile is re-checked against the WHERE clause on its
+// new version, so it is not taken twice. The body of a single event is its
+// accepted receipt's, a batch element's is its own. The LEFT JOINs keep a
+// job whose event cannot be read, so that it is reported, as sqlitestore
+// reports it.
 const leaseSQL = `
 WITH leased AS (
 	UPDATE jobs SET attempts = attempts + 1,
