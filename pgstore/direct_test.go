@@ -153,9 +153,9 @@ func TestDirectBatch(t *testing.T) {
 	f.checkHanded(p, nil)
 }
 
-// TestDirectCrossedBatches: batches that deadlock in the server are run
-// again; a try that lost gives back the slots it reserved, so that in the
-// end each job is handed once and every other slot is free again.
+// TestDirectCrossedBatches: batches carrying the same ids the other way
+// round, at once: each new job is handed over once, and any slot a try
+// reserved without committing (a try run again) is given back.
 func TestDirectCrossedBatches(t *testing.T) {
 	f := setup(t)
 	p := &slots{free: map[string]int{"sg/app": 1000}}

@@ -317,12 +317,34 @@ func (rc *recording) batch(ctx context.Context) error {
 	}
 	rc.res.ReceiptID = id
 	rc.res.Outcome = hookwarden.Duplicate
-	for i := range rc.r.Events {
-		ev := &rc.r.Events[i]
-		ref, isNew, divergent, _, err := rc.claim(ctx, ev)
+	// The claims go in id order: batches sharing ids then take their keys'
+	// locks in one order and cannot deadlock. In batch order, two batches
+	// carrying x and y the other way round each wait for the other until
+	// the server's deadlock_timeout (1 s) aborts one, which then runs again:
+	// under load, past the call's deadline. The stable sort keeps a repeated
+	// id's first copy first. Jobs and links follow in batch order, the
+	// order the elements are delivered in.
+	order := make([]int, len(rc.r.Events))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rc.r.Events[order[a]].ID < rc.r.Events[order[b]].ID })
+	type claimed struct {
+		ref              int64
+		isNew, divergent bool
+	}
+	claims := make([]claimed, len(rc.r.Events))
+	for _, i := range order {
+		ref, isNew, divergent, _, err := rc.claim(ctx, &rc.r.Events[i])
 		if err != nil {
 			return err
 		}
+		claims[i] = claimed{ref, isNew, divergent}
+	}
+	for i := range rc.r.Events {
+		ev := &rc.r.Events[i]
+		ref, isNew, divergent := claims[i].ref, claims[i].isNew, claims[i].divergent
+		var err error
 		kind := "accepted"
 		er := hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
 		switch {
