@@ -192,9 +192,25 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 	if len(ev.Destinations) == 0 {
 		return 0, nil
 	}
+	plain := ev.Destinations
+	if len(ev.OrderKeys) > 0 {
+		plain = nil
+		for i, d := range ev.Destinations {
+			if key := ev.OrderKey(i); key != "" && rc.s.policy(d).Ordered {
+				if err := rc.keyedJobTx(ctx, ref, d, key); err != nil {
+					return 0, err
+				}
+				continue
+			}
+			plain = append(plain, d)
+		}
+	}
+	if len(plain) == 0 {
+		return len(ev.Destinations), nil
+	}
 	if _, err := rc.tx.Exec(ctx, `INSERT INTO jobs (event_ref, destination, state, next_at, created_at)
 		SELECT $1, d, 'pending', t, t FROM unnest($2::text[]) AS d, COALESCE($3::timestamptz, now()) AS t`,
-		ref, ev.Destinations, rc.now); err != nil {
+		ref, plain, rc.now); err != nil {
 		return 0, fmt.Errorf("insert jobs: %w", err)
 	}
 	return len(ev.Destinations), nil

@@ -61,6 +61,7 @@ type Store struct {
 	opts    Options
 	log     *slog.Logger
 	address string // host and database, never the password
+	flow    flowPolicies // SetFlow
 }
 
 // SettingError is a server setting that breaks the promise of a durable

@@ -77,6 +77,11 @@ type Store struct {
 
 	direct atomic.Pointer[hookwarden.Direct] // SetDirect
 	handed []handed                          // jobs created leased by the writer's current transaction
+	// flow is the flow policy per destination (SetFlow); txPaused caches,
+	// for the writer's current transaction, which destinations are paused
+	// (directAllowed).
+	flow     atomic.Pointer[map[string]hookwarden.FlowPolicy]
+	txPaused map[string]bool
 
 	healthMu  sync.Mutex
 	lastOK    time.Time
@@ -400,6 +405,7 @@ func (s *Store) runTx(ops []*op) (err error) {
 	// turn one impatient client into a failed batch for everyone.
 	ctx := context.Background()
 	s.handed = s.handed[:0]
+	clear(s.txPaused)
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%w: begin: %w", hookwarden.ErrUnavailable, err)
