@@ -60,7 +60,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	opts    Options
 	log     *slog.Logger
-	address string // host and database, never the password
+	address string       // host and database, never the password
 	flow    flowPolicies // SetFlow
 }
 
