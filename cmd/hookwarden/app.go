@@ -86,6 +86,11 @@ func (a *App) Open(ctx context.Context) (err error) {
 	for _, d := range dests {
 		a.Metrics.InitDestination(d)
 	}
+	// Flow control (pause, rate, order_by) is kept by the store; it needs
+	// the policies before the first lease and the first receipt.
+	if err := a.Store.SetFlow(ctx, a.cfg.FlowPolicies()); err != nil {
+		return err
+	}
 	if n, err := a.Store.ReleaseLeases(ctx); err != nil {
 		return err
 	} else if n > 0 {
@@ -293,6 +298,11 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 			if d.Filter != "" {
 				if rd.Filter, err = filter.Compile(d.Filter); err != nil {
 					return nil, nil, closers, fmt.Errorf("%s.filter: %w", dp, err)
+				}
+			}
+			if d.OrderBy != "" {
+				if rd.OrderBy, err = extract.Parse(d.OrderBy); err != nil {
+					return nil, nil, closers, fmt.Errorf("%s.order_by: %w", dp, err)
 				}
 			}
 			rs.Destinations = append(rs.Destinations, rd)
