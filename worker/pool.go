@@ -390,6 +390,7 @@ type fingerprint struct {
 	concurrency, maxAttempts int
 	backoff                  Backoff
 	timeout                  time.Duration
+	ordered                  bool
 	deliverer                any
 }
 
@@ -399,7 +400,7 @@ type settingser interface{ settings() any }
 
 func fingerprintOf(d Destination) fingerprint {
 	fp := fingerprint{concurrency: d.Concurrency, maxAttempts: d.MaxAttempts, backoff: d.Backoff,
-		timeout: d.Timeout, deliverer: d.Deliverer}
+		timeout: d.Timeout, ordered: d.Ordered, deliverer: d.Deliverer}
 	if s, ok := d.Deliverer.(settingser); ok {
 		fp.deliverer = s.settings()
 	}

@@ -329,7 +329,7 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 				del = c
 			}
 			dests = append(dests, worker.Destination{Name: full, Deliverer: del, Concurrency: d.Concurrency,
-				MaxAttempts: d.MaxAttempts, Timeout: d.Timeout.D(),
+				MaxAttempts: d.MaxAttempts, Timeout: d.Timeout.D(), Ordered: d.OrderBy != "",
 				Backoff: worker.Backoff{Initial: d.Backoff.Initial.D(), Max: d.Backoff.Max.D()}})
 		}
 		sources = append(sources, rs)
