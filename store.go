@@ -100,6 +100,14 @@ type Direct interface {
 	Reserve(destination string) (slot Slot, ok bool)
 }
 
+// Waiter is implemented by a Direct pool that wants to know when a job was
+// created without asking it for a slot (flow control keeps rated, ordered
+// and paused destinations out of the hand-over): the job waits in the
+// store, and the pool leases it when the receiver reports the commit.
+type Waiter interface {
+	Waiting(destination string)
+}
+
 // RunLog records serve's runs, so outages can be told from the store alone.
 type RunLog interface {
 	// StartRun records the start of a serve process and returns its id.

@@ -35,12 +35,25 @@ func (s *Store) reserve(ctx context.Context, tx *sql.Tx, destination string, now
 		return nil, "", false, nil
 	}
 	if allowed, err := s.directAllowed(ctx, tx, destination); err != nil || !allowed {
+		if err == nil {
+			s.waiting(destination)
+		}
 		return nil, "", false, err
 	}
 	if slot, ok = (*dp).Reserve(destination); !ok {
 		return nil, "", false, nil
 	}
 	return slot, fmtTime(now.Add(slot.LeaseFor())), true, nil
+}
+
+// waiting tells the Direct pool, if it listens (hookwarden.Waiter), that a
+// job of destination was created without asking it for a slot.
+func (s *Store) waiting(destination string) {
+	if dp := s.direct.Load(); dp != nil {
+		if w, ok := (*dp).(hookwarden.Waiter); ok {
+			w.Waiting(destination)
+		}
+	}
 }
 
 // handOver starts (committed) or releases (rolled back) the jobs created

@@ -212,6 +212,7 @@ func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, r
 			if err := s.keyedJobTx(ctx, tx, ref, d, key, at); err != nil {
 				return 0, err
 			}
+			s.waiting(d)
 			continue
 		}
 		slot, until, direct, err := s.reserve(ctx, tx, d, s.now())

@@ -356,8 +356,14 @@ func testOrderReplay(t *testing.T, h Harness) {
 
 // flowSlots is a Direct pool that counts what it was asked, per destination.
 type flowSlots struct {
-	mu    sync.Mutex
-	asked map[string]int
+	mu            sync.Mutex
+	asked, waited map[string]int
+}
+
+func (p *flowSlots) Waiting(dest string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waited[dest]++
 }
 
 func (p *flowSlots) Reserve(dest string) (hookwarden.Slot, bool) {
@@ -369,7 +375,7 @@ func (p *flowSlots) Reserve(dest string) (hookwarden.Slot, bool) {
 
 // testFlowNoDirect: a new job of a destination with a rate or an order, or
 // of a paused one, is not handed straight to a slot (the lease applies
-// flow control); others are.
+// flow control); the pool hears that it waits.
 func testFlowNoDirect(t *testing.T, h Harness) {
 	f := setup(t, h)
 	f.setFlow(hookwarden.FlowPolicy{Destination: "std/rated", Rate: hookwarden.Rate{N: 1, Per: time.Hour}},
@@ -378,7 +384,7 @@ func testFlowNoDirect(t *testing.T, h Harness) {
 	if _, err := f.s.Pause(f.ctx, "std/paused", cliAudit()); err != nil {
 		t.Fatal(err)
 	}
-	p := &flowSlots{asked: map[string]int{}}
+	p := &flowSlots{asked: map[string]int{}, waited: map[string]int{}}
 	f.s.SetDirect(p)
 	dests := []string{"std/rated", "std/ordered", "std/paused", "std/plain"}
 	for i := range 3 {
@@ -391,6 +397,11 @@ func testFlowNoDirect(t *testing.T, h Harness) {
 	for _, d := range dests[:3] {
 		if p.asked[d] != 0 {
 			t.Errorf("%s: the pool was asked for a slot %d times, want never", d, p.asked[d])
+		}
+		// A store that hands jobs over tells the pool one waits instead
+		// (hookwarden.Waiter), so that it is leased at once.
+		if p.asked["std/plain"] > 0 && p.waited[d] != 3 {
+			t.Errorf("%s: the pool heard of %d waiting jobs, want 3", d, p.waited[d])
 		}
 	}
 }
