@@ -433,11 +433,18 @@ func TestFlowManualPauseThroughTheBinary(t *testing.T) {
 		t.Fatalf("resume --json: exit %d: %s%s", code, out, errOut)
 	}
 	c.stop()
+	// A file no serve owns (a forensic copy, say) is changed only with --write.
+	if code, _, errOut := runBin(t, "pause", "std/app", "--db", c.db()); code != 2 || !strings.Contains(errOut, "--write") {
+		t.Fatalf("pause --db on a file no serve owns: exit %d: %s", code, errOut)
+	}
+	if code, out, errOut := runBin(t, "pause", "std/app", "--db", c.db(), "--write"); code != 0 || !strings.Contains(out, "paused std/app") {
+		t.Fatalf("pause --db --write: exit %d: %s%s", code, out, errOut)
+	}
 	n := 0
 	raw := MustOpenRaw(t, c.db(), "mode=ro")
 	defer raw.Close()
 	if err := raw.QueryRow(`SELECT count(*) FROM audit
-		WHERE action IN ('pause', 'resume') AND args = '{"destination":"std/app"}'`).Scan(&n); err != nil || n != 5 {
-		t.Fatalf("audit entries: %d (%v), want 5 (two CLI pauses, an API resume and pause, a CLI resume)", n, err)
+		WHERE action IN ('pause', 'resume') AND args = '{"destination":"std/app"}'`).Scan(&n); err != nil || n != 6 {
+		t.Fatalf("audit entries: %d (%v), want 6 (two CLI pauses, an API resume and pause, a CLI resume, a --write pause)", n, err)
 	}
 }
