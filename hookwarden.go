@@ -195,6 +195,9 @@ type Attempt struct {
 	// Probe is Job.Probe: a failed probe gives its attempt back, so the
 	// job keeps its attempts while the destination is paused.
 	Probe bool
+	// Destination is the job's ("source/name"), when the caller knows it:
+	// the store then need not read it to apply flow control.
+	Destination string
 }
 
 // Slot is a delivery slot of a destination, reserved for a job the store is

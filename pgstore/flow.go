@@ -222,6 +222,9 @@ func (s *Store) finishedTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt,
 	if !matched || (!a.Probe && !s.finishHooks()) {
 		return nil
 	}
+	if p := s.policy(a.Destination); a.Destination != "" && !a.Probe && p.PauseAfter == 0 && !p.Ordered {
+		return nil // nothing of this destination's flow depends on it
+	}
 	var dest string
 	var key *string
 	var now time.Time

@@ -32,11 +32,10 @@ type flowRow struct {
 
 const flowSelect = `SELECT pause, failures, next_probe_at, tokens, tokens_at FROM destination_flow WHERE destination = ?`
 
-func readFlow(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, dest string) (flowRow, error) {
+// scanFlow reads a flowSelect row (no row: the zero state).
+func scanFlow(row *sql.Row, dest string) (flowRow, error) {
 	var f flowRow
-	err := q.QueryRowContext(ctx, flowSelect, dest).Scan(&f.pause, &f.failures, &f.nextProbe, &f.tokens, &f.tokensAt)
+	err := row.Scan(&f.pause, &f.failures, &f.nextProbe, &f.tokens, &f.tokensAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return flowRow{}, nil
 	}
@@ -44,6 +43,72 @@ func readFlow(ctx context.Context, q interface {
 		return flowRow{}, fmt.Errorf("read flow state of %s: %w", dest, err)
 	}
 	return f, nil
+}
+
+// readFlowTx reads dest's flow state in the writer's transaction.
+func (s *Store) readFlowTx(ctx context.Context, tx *sql.Tx, dest string) (flowRow, error) {
+	return scanFlow(tx.StmtContext(ctx, s.fstmts.read).QueryRowContext(ctx, dest), dest)
+}
+
+// readFlow reads dest's flow state on the read pool.
+func (s *Store) readFlow(ctx context.Context, dest string) (flowRow, error) {
+	if s.reads.flow == nil { // a read-only store prepares nothing
+		return scanFlow(s.rdb.QueryRowContext(ctx, flowSelect, dest), dest)
+	}
+	return scanFlow(s.reads.flow.QueryRowContext(ctx, dest), dest)
+}
+
+// flowStmts are flow control's writer statements, prepared once on the
+// writer's connection like writeStmts: they run in every lease and finish.
+type flowStmts struct {
+	read, leased, refund, jobOf, reset, count, pauseAuto, nextOfKey, keyBusy, keyedJob *sql.Stmt
+}
+
+func (w *flowStmts) prepare(ctx context.Context, db *sql.DB) error {
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&w.read, flowSelect},
+		{&w.leased, `INSERT INTO destination_flow (destination, tokens, tokens_at, next_probe_at) VALUES (?1, ?2, ?3, ?4)
+			ON CONFLICT (destination) DO UPDATE SET
+			tokens = COALESCE(?2, tokens), tokens_at = COALESCE(?3, tokens_at), next_probe_at = COALESCE(?4, next_probe_at)`},
+		{&w.refund, `UPDATE jobs SET attempts = attempts - 1 WHERE id = ? AND attempts > 0`},
+		{&w.jobOf, `SELECT destination, order_key FROM jobs WHERE id = ?`},
+		{&w.reset, `UPDATE destination_flow SET failures = 0,
+			pause = CASE pause WHEN 'auto' THEN NULL ELSE pause END,
+			next_probe_at = CASE pause WHEN 'auto' THEN NULL ELSE next_probe_at END
+			WHERE destination = ? AND (failures != 0 OR pause = 'auto')`},
+		{&w.count, `INSERT INTO destination_flow (destination, failures) VALUES (?, 1)
+			ON CONFLICT (destination) DO UPDATE SET failures = failures + 1`},
+		// The count reaching pause_after pauses an unpaused destination;
+		// the first probe comes one probe interval later.
+		{&w.pauseAuto, `UPDATE destination_flow SET pause = 'auto', paused_at = ?, next_probe_at = ?
+			WHERE destination = ? AND pause IS NULL AND failures >= ?`},
+		{&w.nextOfKey, `UPDATE jobs SET next_at = ?1 WHERE id = (
+			SELECT id FROM jobs WHERE destination = ?2 AND order_key = ?3 AND state = 'pending' AND next_at = ?4 ORDER BY id LIMIT 1)`},
+		{&w.keyBusy, `SELECT count(*) FROM (SELECT 1 FROM jobs
+			WHERE destination = ? AND order_key = ? AND state = 'pending' AND next_at != ? AND id != ? LIMIT 1)`},
+		{&w.keyedJob, `INSERT INTO jobs (event_ref, destination, state, attempts, next_at, created_at, order_key)
+			VALUES (?, ?, 'pending', 0, ?, ?, ?)`},
+	} {
+		st, err := db.PrepareContext(ctx, p.sql)
+		if err != nil {
+			w.close()
+			return fmt.Errorf("prepare statement: %w", err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+func (w *flowStmts) close() {
+	for _, st := range []*sql.Stmt{w.read, w.leased, w.refund, w.jobOf, w.reset, w.count, w.pauseAuto, w.nextOfKey,
+		w.keyBusy, w.keyedJob} {
+		if st != nil {
+			st.Close()
+		}
+	}
 }
 
 // SetFlow makes policies the flow control of their destinations. A
@@ -107,7 +172,7 @@ type leaseGate struct {
 // gateTx reads dest's flow state in the lease's transaction and says how
 // many of max jobs may be leased now.
 func (s *Store) gateTx(ctx context.Context, tx *sql.Tx, dest string, max int, now time.Time) (leaseGate, error) {
-	f, err := readFlow(ctx, tx, dest)
+	f, err := s.readFlowTx(ctx, tx, dest)
 	if err != nil {
 		return leaseGate{}, err
 	}
@@ -156,11 +221,7 @@ func (s *Store) leasedTx(ctx context.Context, tx *sql.Tx, dest string, g leaseGa
 	if g.probe {
 		probeAt = fmtTime(now.Add(max(p.ProbeEvery, time.Second)))
 	}
-	if _, err := tx.ExecContext(ctx, `
-INSERT INTO destination_flow (destination, tokens, tokens_at, next_probe_at) VALUES (?1, ?2, ?3, ?4)
-ON CONFLICT (destination) DO UPDATE SET
-	tokens = COALESCE(?2, tokens), tokens_at = COALESCE(?3, tokens_at), next_probe_at = COALESCE(?4, next_probe_at)`,
-		dest, tokens, tokensAt, probeAt); err != nil {
+	if _, err := tx.StmtContext(ctx, s.fstmts.leased).ExecContext(ctx, dest, tokens, tokensAt, probeAt); err != nil {
 		return fmt.Errorf("record lease in flow state of %s: %w", dest, err)
 	}
 	return nil
@@ -172,38 +233,42 @@ ON CONFLICT (destination) DO UPDATE SET
 // pause_after, a success resets the count and ends an auto pause; a keyed
 // job delivered or dead makes the next of its key due.
 func (s *Store) finishedTx(ctx context.Context, tx *sql.Tx, a hookwarden.Attempt, matched bool) error {
-	if !matched || (!a.Probe && !s.finishHooks()) {
+	if !matched {
 		return nil
 	}
+	// The attempt names its destination (the worker's do); without it,
+	// read it, when some policy may need it.
+	dest, p := a.Destination, s.policy(a.Destination)
+	if dest != "" && !a.Probe && p.PauseAfter == 0 && !p.Ordered {
+		return nil
+	}
+	if dest == "" && !a.Probe && !s.finishHooks() {
+		return nil
+	}
+	st := func(st *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, st) }
 	if a.Probe && a.Verdict == hookwarden.Retry {
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET attempts = attempts - 1 WHERE id = ? AND attempts > 0`, a.JobID); err != nil {
+		if _, err := st(s.fstmts.refund).ExecContext(ctx, a.JobID); err != nil {
 			return fmt.Errorf("give back the probe's attempt: %w", err)
 		}
 	}
-	var dest string
 	var key sql.NullString
-	if err := tx.QueryRowContext(ctx, `SELECT destination, order_key FROM jobs WHERE id = ?`, a.JobID).Scan(&dest, &key); err != nil {
-		return fmt.Errorf("read finished job %d: %w", a.JobID, err)
+	if dest == "" || p.Ordered {
+		if err := st(s.fstmts.jobOf).QueryRowContext(ctx, a.JobID).Scan(&dest, &key); err != nil {
+			return fmt.Errorf("read finished job %d: %w", a.JobID, err)
+		}
+		p = s.policy(dest)
 	}
 	now := s.now()
-	p := s.policy(dest)
 	switch {
-	case a.Verdict == hookwarden.Delivered:
-		if _, err := tx.ExecContext(ctx, `UPDATE destination_flow SET failures = 0,
-			pause = CASE pause WHEN 'auto' THEN NULL ELSE pause END,
-			next_probe_at = CASE pause WHEN 'auto' THEN NULL ELSE next_probe_at END
-			WHERE destination = ? AND (failures != 0 OR pause = 'auto')`, dest); err != nil {
+	case a.Verdict == hookwarden.Delivered && (p.PauseAfter > 0 || a.Probe):
+		if _, err := st(s.fstmts.reset).ExecContext(ctx, dest); err != nil {
 			return fmt.Errorf("reset failures of %s: %w", dest, err)
 		}
 	case a.Failed && p.PauseAfter > 0:
-		// The count reaching pause_after pauses an unpaused destination;
-		// the first probe comes one probe interval later.
-		if _, err := tx.ExecContext(ctx, `INSERT INTO destination_flow (destination, failures) VALUES (?, 1)
-			ON CONFLICT (destination) DO UPDATE SET failures = failures + 1`, dest); err != nil {
+		if _, err := st(s.fstmts.count).ExecContext(ctx, dest); err != nil {
 			return fmt.Errorf("count failure of %s: %w", dest, err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE destination_flow SET pause = 'auto', paused_at = ?, next_probe_at = ?
-			WHERE destination = ? AND pause IS NULL AND failures >= ?`,
+		if _, err := st(s.fstmts.pauseAuto).ExecContext(ctx,
 			fmtTime(now), fmtTime(now.Add(max(p.ProbeEvery, time.Second))), dest, p.PauseAfter); err != nil {
 			return fmt.Errorf("pause %s: %w", dest, err)
 		}
@@ -217,9 +282,7 @@ func (s *Store) finishedTx(ctx context.Context, tx *sql.Tx, a hookwarden.Attempt
 // nextOfKeyTx makes the oldest waiting job of dest's key due now: its head
 // was delivered or dead-lettered.
 func (s *Store) nextOfKeyTx(ctx context.Context, tx *sql.Tx, dest, key string, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET next_at = ?1 WHERE id = (
-		SELECT id FROM jobs WHERE destination = ?2 AND order_key = ?3 AND state = 'pending' AND next_at = ?4 ORDER BY id LIMIT 1)`,
-		fmtTime(now), dest, key, waitingAt); err != nil {
+	if _, err := tx.StmtContext(ctx, s.fstmts.nextOfKey).ExecContext(ctx, fmtTime(now), dest, key, waitingAt); err != nil {
 		return fmt.Errorf("release the next job of key %q at %s: %w", key, dest, err)
 	}
 	return nil
@@ -229,7 +292,7 @@ func (s *Store) nextOfKeyTx(ctx context.Context, tx *sql.Tx, dest, key string, n
 // the key has no pending job, else waiting behind the key's jobs (in id
 // order, which is the writer's commit order).
 func (s *Store) keyedJobTx(ctx context.Context, tx *sql.Tx, ref int64, dest, key, at string) error {
-	busy, err := keyBusyTx(ctx, tx, dest, key, 0)
+	busy, err := s.keyBusyTx(ctx, tx, dest, key, 0)
 	if err != nil {
 		return err
 	}
@@ -237,8 +300,7 @@ func (s *Store) keyedJobTx(ctx context.Context, tx *sql.Tx, ref int64, dest, key
 	if busy {
 		next = waitingAt
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO jobs (event_ref, destination, state, attempts, next_at, created_at, order_key)
-		VALUES (?, ?, 'pending', 0, ?, ?, ?)`, ref, dest, next, at, key); err != nil {
+	if _, err := tx.StmtContext(ctx, s.fstmts.keyedJob).ExecContext(ctx, ref, dest, next, at, key); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	return nil
@@ -246,11 +308,9 @@ func (s *Store) keyedJobTx(ctx context.Context, tx *sql.Tx, ref int64, dest, key
 
 // keyBusyTx reports whether dest's key has a pending job already: a new
 // (or replayed) job of the key then waits behind it.
-func keyBusyTx(ctx context.Context, tx *sql.Tx, dest, key string, except int64) (bool, error) {
+func (s *Store) keyBusyTx(ctx context.Context, tx *sql.Tx, dest, key string, except int64) (bool, error) {
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM jobs
-		WHERE destination = ? AND order_key = ? AND state = 'pending' AND next_at != ? AND id != ? LIMIT 1)`,
-		dest, key, waitingAt, except).Scan(&n); err != nil {
+	if err := tx.StmtContext(ctx, s.fstmts.keyBusy).QueryRowContext(ctx, dest, key, waitingAt, except).Scan(&n); err != nil {
 		return false, fmt.Errorf("look up key %q at %s: %w", key, dest, err)
 	}
 	return n > 0, nil
@@ -258,7 +318,7 @@ func keyBusyTx(ctx context.Context, tx *sql.Tx, dest, key string, except int64) 
 
 // orderReplayedTx keeps one head per key among jobs a replay reset (due
 // now): in id order, a job whose key has a head already waits behind it.
-func orderReplayedTx(ctx context.Context, tx *sql.Tx, ids []int64) error {
+func (s *Store) orderReplayedTx(ctx context.Context, tx *sql.Tx, ids []int64) error {
 	type keyed struct {
 		id        int64
 		dest, key string
@@ -276,7 +336,7 @@ func orderReplayedTx(ctx context.Context, tx *sql.Tx, ids []int64) error {
 		return fmt.Errorf("read replayed keyed jobs: %w", err)
 	}
 	for _, k := range jobs {
-		busy, err := keyBusyTx(ctx, tx, k.dest, k.key, k.id)
+		busy, err := s.keyBusyTx(ctx, tx, k.dest, k.key, k.id)
 		if err != nil {
 			return err
 		}
@@ -292,7 +352,7 @@ func orderReplayedTx(ctx context.Context, tx *sql.Tx, ids []int64) error {
 // gateNextDue moves a due time t of dest later where flow control holds
 // the lease back; ok=false: nothing will be leased until an operator acts.
 func (s *Store) gateNextDue(ctx context.Context, dest string, t time.Time) (time.Time, bool, error) {
-	f, err := readFlow(ctx, s.rdb, dest)
+	f, err := s.readFlow(ctx, dest)
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -327,7 +387,7 @@ func (s *Store) directAllowed(ctx context.Context, tx *sql.Tx, dest string) (boo
 	if paused, ok := s.txPaused[dest]; ok {
 		return !paused, nil
 	}
-	f, err := readFlow(ctx, tx, dest)
+	f, err := s.readFlowTx(ctx, tx, dest)
 	if err != nil {
 		return false, err
 	}
@@ -356,7 +416,7 @@ func (s *Store) setPause(ctx context.Context, dest, action string, audit *hookwa
 	}
 	var changed bool
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		f, err := readFlow(ctx, tx, dest)
+		f, err := s.readFlowTx(ctx, tx, dest)
 		if err != nil {
 			return err
 		}
@@ -398,7 +458,7 @@ func (s *Store) Destinations(ctx context.Context, names []string) ([]hookwarden.
 	now := fmtTime(s.now())
 	for _, name := range names {
 		st := hookwarden.DestinationState{Destination: name, BlockedKeys: []hookwarden.BlockedKey{}}
-		f, err := readFlow(ctx, s.rdb, name)
+		f, err := s.readFlow(ctx, name)
 		if err != nil {
 			return nil, err
 		}

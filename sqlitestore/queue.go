@@ -165,7 +165,7 @@ func (s *Store) loadJobEvents(ctx context.Context, refs []int64) (map[int64]hook
 // pooled connection prepares them on first use): parsing the event query
 // took longer than running it.
 type readStmts struct {
-	loadJobs, nextDue *sql.Stmt
+	loadJobs, nextDue, flow *sql.Stmt
 }
 
 func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -186,11 +186,15 @@ JOIN receipts r ON r.id = COALESCE(
 		r.close()
 		return fmt.Errorf("prepare statement: %w", err)
 	}
+	if r.flow, err = db.PrepareContext(ctx, flowSelect); err != nil {
+		r.close()
+		return fmt.Errorf("prepare statement: %w", err)
+	}
 	return nil
 }
 
 func (r *readStmts) close() {
-	for _, st := range []*sql.Stmt{r.loadJobs, r.nextDue} {
+	for _, st := range []*sql.Stmt{r.loadJobs, r.nextDue, r.flow} {
 		if st != nil {
 			st.Close()
 		}

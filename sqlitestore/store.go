@@ -72,8 +72,9 @@ type Store struct {
 	closeErr error
 	once     sync.Once
 
-	stmts writeStmts
-	reads readStmts // prepared on rdb; not in a read-only store
+	stmts  writeStmts
+	fstmts flowStmts // flow control's, on the writer's connection too
+	reads  readStmts // prepared on rdb; not in a read-only store
 
 	direct atomic.Pointer[hookwarden.Direct] // SetDirect
 	handed []handed                          // jobs created leased by the writer's current transaction
@@ -186,6 +187,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.wdb.Close()
 		return nil, err
 	}
+	if err := s.fstmts.prepare(ctx, s.wdb); err != nil {
+		s.stmts.close()
+		s.wdb.Close()
+		return nil, err
+	}
 	if err := s.openReaders(ctx, false); err != nil {
 		s.wdb.Close()
 		return nil, err
@@ -271,6 +277,7 @@ func (s *Store) Close() error {
 			close(s.quit)
 			<-s.done
 			s.stmts.close()
+			s.fstmts.close()
 			s.closeErr = errors.Join(s.closeErr, s.wdb.Close())
 		}
 		if s.rdb != nil {

@@ -102,7 +102,7 @@ func judge(res Result, job *hookwarden.Job, dest *Destination, started time.Time
 	}
 	// A retryable failure counts toward pause_after; shutdown's do not.
 	a.Failed = class == Transient && !aborted
-	a.Probe = job.Probe
+	a.Probe, a.Destination = job.Probe, job.Destination
 	if len(errText) > maxErrorText {
 		errText = errText[:maxErrorText] + "..."
 	}
