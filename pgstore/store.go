@@ -8,11 +8,13 @@
 // schema refused), the schema (migrations/0001_init.sql, the SQLite schema
 // at version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
 // leases with FOR UPDATE SKIP LOCKED on the database's clock) and the run
-// log with gaps across instances (hookwarden.RunLog). Missing: the direct
-// hand-over (SetDirect is a no-op: Record creates every job pending, not
-// leased), ReleaseLeases that spares the leases of other live instances
-// (today it releases every lease: call it only with no other instance
-// running), concurrency and rate across instances, LISTEN/NOTIFY, the
+// log with gaps across instances (hookwarden.RunLog), and flow control
+// across instances (flow.go, migrations/0002_flow.sql: pause and probes,
+// the rate's bucket, concurrency, order_by; Pause, Resume, Destinations).
+// Missing: the direct hand-over (SetDirect is a no-op: Record creates
+// every job pending, not leased), ReleaseLeases that spares the leases of
+// other live instances (today it releases every lease: call it only with
+// no other instance running), LISTEN/NOTIFY, the
 // operator's reads and writes (events, stats, quarantine release and drop,
 // replay, retention, audit), Health, and backup and export.
 package pgstore
