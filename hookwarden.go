@@ -15,6 +15,7 @@ package hookwarden
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -236,6 +237,22 @@ type AuditEntry struct {
 	// Events are the events the action changed; `events show` lists the
 	// entry under each of them.
 	Events []EventKey `json:"-"`
+}
+
+// Check refuses an entry that would be useless to a human later: every
+// store runs it before writing one.
+func (e *AuditEntry) Check() error {
+	switch {
+	case e.Action == "":
+		return errors.New("audit entry: no action")
+	case e.Origin != AuditCLI && e.Origin != AuditAPI && e.Origin != AuditDashboard:
+		return fmt.Errorf("audit entry: origin %q: want cli, api or dashboard", e.Origin)
+	case len(e.Args) > 0 && !json.Valid(e.Args):
+		return errors.New("audit entry: args are not JSON")
+	case len(e.Result) > 0 && !json.Valid(e.Result):
+		return errors.New("audit entry: result is not JSON")
+	}
+	return nil
 }
 
 // EventKey names one event: its source and the provider's event id.

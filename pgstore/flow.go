@@ -443,26 +443,16 @@ func (s *Store) setPause(ctx context.Context, dest, action string, audit *hookwa
 			e.Args = []byte(fmt.Sprintf(`{"destination":%q}`, dest))
 		}
 		e.Result = []byte(fmt.Sprintf(`{"changed":%t}`, changed))
-		return flowAuditTx(ctx, tx, &e, now)
+		if e.At.IsZero() {
+			e.At = now
+		}
+		_, err = s.auditTx(ctx, tx, &e)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 	}
 	return changed, nil
-}
-
-// flowAuditTx inserts the audit entry of a pause or resume in its
-// transaction. (A destination action names no event: no audit_events.)
-func flowAuditTx(ctx context.Context, tx pgx.Tx, e *hookwarden.AuditEntry, now time.Time) error {
-	at := e.At
-	if at.IsZero() {
-		at = now
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO audit (at, action, origin, actor, args, result) VALUES ($1, $2, $3, $4, $5, $6)`,
-		at.UTC(), e.Action, e.Origin, e.Actor, string(e.Args), string(e.Result)); err != nil {
-		return fmt.Errorf("insert audit entry: %w", err)
-	}
-	return nil
 }
 
 // Destinations reads the flow state of each destination named.

@@ -252,7 +252,7 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("%w: %w", errCommit, err)
 	}
 	return nil
 }

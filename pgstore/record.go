@@ -38,23 +38,34 @@ func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.R
 	defer cancel()
 	r = storable(r)
 	rec := &recording{s: s, r: r, headers: encodeHeaders(r.Header), at: r.ReceivedAt.UTC(), now: s.now()}
-	for try := 0; ; try++ {
-		res, err := rec.run(ctx)
-		if err == nil {
-			return res, nil
-		}
-		if try < retries && retryable(err) && !errors.Is(err, errCommit) && ctx.Err() == nil {
-			continue
-		}
+	var res hookwarden.RecordResult
+	err := runAgain(ctx, func() (err error) {
+		res, err = rec.run(ctx)
+		return err
+	})
+	if err != nil {
 		return hookwarden.RecordResult{}, fmt.Errorf("%w: record receipt: %w", hookwarden.ErrUnavailable, err)
+	}
+	return res, nil
+}
+
+// runAgain runs fn, a whole transaction, and runs it again (up to retries
+// times) when the server rolled it back to break a deadlock or a
+// serialization conflict, or when a row it referenced was deleted by a
+// concurrent prune (a foreign key violation: run again, the claim is new).
+// A failed COMMIT is never run again.
+func runAgain(ctx context.Context, fn func() error) error {
+	for try := 0; ; try++ {
+		err := fn()
+		if err == nil || try >= retries || !retryable(err) || errors.Is(err, errCommit) || ctx.Err() != nil {
+			return err
+		}
 	}
 }
 
-// retryable: the server rolled the transaction back to break a deadlock or
-// a serialization conflict; running it again is safe.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001" || pe.Code == "23503")
 }
 
 // errCommit marks a failed COMMIT: its outcome is unknown (the connection
@@ -74,6 +85,7 @@ type recording struct {
 	now     any       // the database's clock (nil) or the test clock: jobs' due times
 	tx      pgx.Tx
 	res     hookwarden.RecordResult
+	release *releasing // set: the transaction is ReleaseQuarantined's
 }
 
 func (rc *recording) run(ctx context.Context) (hookwarden.RecordResult, error) {
@@ -102,6 +114,9 @@ func (rc *recording) run(ctx context.Context) (hookwarden.RecordResult, error) {
 }
 
 func (rc *recording) record(ctx context.Context) error {
+	if rc.release != nil {
+		return rc.releaseHeld(ctx)
+	}
 	r := rc.r
 	if r.Token != nil {
 		ok, err := rc.token(ctx)

@@ -2,21 +2,23 @@
 // several receivers sharing one database, through
 // github.com/jackc/pgx/v5 (pure Go: the binary stays CGO-free).
 //
-// This is its foundation, not yet a hookwarden.Store and not wired into the
-// program: Open (a bounded pool whose every new connection is checked for
-// fsync and synchronous_commit, migrations under an advisory lock, a newer
-// schema refused), the schema (migrations/0001_init.sql, the SQLite schema
-// at version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
-// leases with FOR UPDATE SKIP LOCKED on the database's clock) and the run
-// log with gaps across instances (hookwarden.RunLog), and flow control
-// across instances (flow.go, migrations/0002_flow.sql: pause and probes,
-// the rate's bucket, concurrency, order_by; Pause, Resume, Destinations).
-// Missing: the direct hand-over (SetDirect is a no-op: Record creates
-// every job pending, not leased), ReleaseLeases that spares the leases of
-// other live instances (today it releases every lease: call it only with
-// no other instance running), LISTEN/NOTIFY, the
-// operator's reads and writes (events, stats, quarantine release and drop,
-// replay, retention, audit), Health, and backup and export.
+// This is its foundation, not yet wired into the program: Open (a bounded
+// pool whose every new connection is checked for fsync and
+// synchronous_commit, migrations under an advisory lock, a newer schema
+// refused), the schema (migrations/0001_init.sql, the SQLite schema at
+// version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
+// leases with FOR UPDATE SKIP LOCKED on the database's clock), the run log
+// with gaps across instances (hookwarden.RunLog), the operator's writes
+// (hookwarden.Operator: Replay, Prune, Audit, ReleaseQuarantined,
+// DropQuarantined, each safe with several instances at once) and flow
+// control across instances (flow.go, migrations/0003_flow.sql: pause and
+// probes, the rate's bucket, concurrency, order_by; Pause, Resume,
+// Destinations). Missing: the direct hand-over (SetDirect is a no-op:
+// Record creates every job pending, not leased), ReleaseLeases that spares
+// the leases of other live instances (today it releases every lease: call
+// it only with no other instance running), LISTEN/NOTIFY, the operator's
+// reads (events, dead letters, stats, quarantine listings), Health, and
+// backup and export: todo.go has their stubs.
 package pgstore
 
 import (
@@ -55,6 +57,9 @@ type Options struct {
 	Instance string
 	// Logger receives migration notices (default: discarded).
 	Logger *slog.Logger
+
+	// tracer, set by a test, sees every statement the pool runs.
+	tracer pgx.QueryTracer
 }
 
 // Store is a Hookwarden store in a PostgreSQL database.
@@ -64,6 +69,10 @@ type Store struct {
 	log     *slog.Logger
 	address string       // host and database, never the password
 	flow    flowPolicies // SetFlow
+
+	// testReplayChecked, set by a test, runs in each replay batch between
+	// the check of its rules and the reset.
+	testReplayChecked func()
 }
 
 // SettingError is a server setting that breaks the promise of a durable
@@ -128,6 +137,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.AfterConnect = checkSettings
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
+	}
 	s := &Store{opts: opts, log: log,
 		address: fmt.Sprintf("postgres://%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {

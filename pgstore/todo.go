@@ -55,26 +55,6 @@ func (s *Store) QuarantinedReceipt(ctx context.Context, source string, id int64)
 	return false, errNotYet
 }
 
-func (s *Store) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error) {
-	return hookwarden.ReplayResult{}, errNotYet
-}
-
-func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwarden.PruneResult, error) {
-	return hookwarden.PruneResult{}, errNotYet
-}
-
-func (s *Store) Audit(ctx context.Context, e hookwarden.AuditEntry) (int64, error) {
-	return 0, errNotYet
-}
-
-func (s *Store) ReleaseQuarantined(ctx context.Context, rel hookwarden.Release) (hookwarden.Released, error) {
-	return hookwarden.Released{}, errNotYet
-}
-
-func (s *Store) DropQuarantined(ctx context.Context, receiptID int64, audit *hookwarden.AuditEntry) error {
-	return errNotYet
-}
-
 func (s *Store) Healthy() error { return errNotYet }
 
 func (s *Store) Ping(ctx context.Context) error { return errNotYet }

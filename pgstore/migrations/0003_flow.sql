@@ -1,4 +1,4 @@
--- Hookwarden's PostgreSQL schema, version 2: flow control per destination
+-- Hookwarden's PostgreSQL schema, version 3: flow control per destination
 -- (issue 17), as SQLite's version 9.
 --
 -- destination_flow: one row per destination whose flow state was ever
