@@ -355,3 +355,29 @@ func TestDashboardPausesAndResumes(t *testing.T) {
 		t.Fatalf("%d dashboard audit entries, want 2", n)
 	}
 }
+
+// The outbox table lists an order_by key whose head keeps failing, with
+// its head event and last error.
+func TestDashboardShowsBlockedKeys(t *testing.T) {
+	fail := make([]int, 1000)
+	for i := range fail {
+		fail[i] = http.StatusServiceUnavailable
+	}
+	app := newSink(t, fail...)
+	a := startApp(t, app.URL, "        order_by: json:data.customer\n        max_attempts: 100000\n")
+	a.post("msg_head", `{"type":"t","data":{"customer":"cus_9"}}`)
+	a.post("msg_next", `{"type":"t","data":{"customer":"cus_9"}}`)
+	b := newBrowserClient(t, a)
+	var page string
+	eventually(t, "the blocked key on the dashboard", func() bool {
+		_, page = b.get("/")
+		return strings.Contains(page, "blocked key <code>cus_9</code>: head <code>msg_head</code>")
+	})
+	if !strings.Contains(page, "HTTP 503") {
+		t.Errorf("the blocked key's last error is not shown:\n%s", page)
+	}
+	if n := a.count(`SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id JOIN events e ON e.id = j.event_ref
+		WHERE e.event_id = 'msg_next'`); n != 0 {
+		t.Errorf("msg_next was attempted %d times behind its failing head", n)
+	}
+}
