@@ -61,7 +61,7 @@ func (s *Store) readFlow(ctx context.Context, dest string) (flowRow, error) {
 // flowStmts are flow control's writer statements, prepared once on the
 // writer's connection like writeStmts: they run in every lease and finish.
 type flowStmts struct {
-	read, leased, refund, jobOf, reset, count, pauseAuto, nextOfKey, keyBusy, keyedJob *sql.Stmt
+	read, leased, refund, jobOf, reset, count, pauseAuto, nextOfKey, keyBusy, keyPending, keyedJob *sql.Stmt
 }
 
 func (w *flowStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -89,6 +89,10 @@ func (w *flowStmts) prepare(ctx context.Context, db *sql.DB) error {
 			SELECT id FROM jobs WHERE destination = ?2 AND order_key = ?3 AND state = 'pending' AND next_at = ?4 ORDER BY id LIMIT 1)`},
 		{&w.keyBusy, `SELECT count(*) FROM (SELECT 1 FROM jobs
 			WHERE destination = ? AND order_key = ? AND state = 'pending' AND next_at != ? AND id != ? LIMIT 1)`},
+		// Any pending job of the key: then one of them is its head (the
+		// finish that ends a head makes the next one due in its own
+		// transaction). One index probe, however long the key's queue.
+		{&w.keyPending, `SELECT EXISTS (SELECT 1 FROM jobs WHERE destination = ? AND order_key = ? AND state = 'pending')`},
 		{&w.keyedJob, `INSERT INTO jobs (event_ref, destination, state, attempts, next_at, created_at, order_key)
 			VALUES (?, ?, 'pending', 0, ?, ?, ?)`},
 	} {
@@ -104,7 +108,7 @@ func (w *flowStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (w *flowStmts) close() {
 	for _, st := range []*sql.Stmt{w.read, w.leased, w.refund, w.jobOf, w.reset, w.count, w.pauseAuto, w.nextOfKey,
-		w.keyBusy, w.keyedJob} {
+		w.keyBusy, w.keyPending, w.keyedJob} {
 		if st != nil {
 			st.Close()
 		}
@@ -292,9 +296,9 @@ func (s *Store) nextOfKeyTx(ctx context.Context, tx *sql.Tx, dest, key string, n
 // the key has no pending job, else waiting behind the key's jobs (in id
 // order, which is the writer's commit order).
 func (s *Store) keyedJobTx(ctx context.Context, tx *sql.Tx, ref int64, dest, key, at string) error {
-	busy, err := s.keyBusyTx(ctx, tx, dest, key, 0)
-	if err != nil {
-		return err
+	var busy bool
+	if err := tx.StmtContext(ctx, s.fstmts.keyPending).QueryRowContext(ctx, dest, key).Scan(&busy); err != nil {
+		return fmt.Errorf("look up key %q at %s: %w", key, dest, err)
 	}
 	next := at
 	if busy {
