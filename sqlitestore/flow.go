@@ -310,8 +310,9 @@ func (s *Store) keyedJobTx(ctx context.Context, tx *sql.Tx, ref int64, dest, key
 	return nil
 }
 
-// keyBusyTx reports whether dest's key has a pending job already: a new
-// (or replayed) job of the key then waits behind it.
+// keyBusyTx reports whether dest's key has a head (a pending job not
+// waiting) other than job except: a replayed job of the key then waits
+// behind it.
 func (s *Store) keyBusyTx(ctx context.Context, tx *sql.Tx, dest, key string, except int64) (bool, error) {
 	var n int
 	if err := tx.StmtContext(ctx, s.fstmts.keyBusy).QueryRowContext(ctx, dest, key, waitingAt, except).Scan(&n); err != nil {
