@@ -17,8 +17,10 @@
 // counts, held requests; plain reads that take no locks, every listing on
 // an index) and writes (hookwarden.Operator: Replay, Prune, Audit,
 // ReleaseQuarantined, DropQuarantined, each safe with several instances at
-// once). Missing: concurrency and rate across instances, LISTEN/NOTIFY,
-// export, and, stubbed in todo.go, Health and Backup.
+// once), and flow control across instances (flow.go: pause and probes, the
+// rate's bucket, concurrency, order_by; Pause, Resume, Destinations).
+// Missing: LISTEN/NOTIFY, export, and, stubbed in todo.go, Health and
+// Backup.
 package pgstore
 
 import (
@@ -77,7 +79,8 @@ type Store struct {
 	pool    *pgxpool.Pool
 	opts    Options
 	log     *slog.Logger
-	address string // host and database, never the password
+	address string       // host and database, never the password
+	flow    flowPolicies // SetFlow
 
 	// testReplayChecked, set by a test, runs in each replay batch between
 	// the check of its rules and the reset.
