@@ -120,18 +120,6 @@ func (d *deliveries) of(id string) int {
 	return d.ids[id]
 }
 
-// waitFor polls cond for up to a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // startLogged starts serve with its stderr kept in a buffer.
 func (c *child) startLogged(log *lockedBuffer) {
 	c.t.Helper()
@@ -463,6 +451,10 @@ func TestMigrateStoreRoundTrip(t *testing.T) {
 		t.Fatalf("migrate-store while serve runs: exit %d, want a refusal\n%s%s", code, stdout, stderr)
 	}
 	c.stop()
+	// Flow state moves too: a destination paused by hand stays paused.
+	if code, stdout, stderr := runBin(t, "pause", "--config", c.cfg, "std/app"); code != 0 {
+		t.Fatalf("pause: exit %d\n%s%s", code, stdout, stderr)
+	}
 
 	live := sqliteDBOf(t, c.cfg)
 	counts := map[string]int64{}
@@ -506,7 +498,13 @@ func TestMigrateStoreRoundTrip(t *testing.T) {
 		t.Fatalf("migrate-store of a moved file: exit %d, want 2:\n%s", code, stderr)
 	}
 
+	if n := pgCount(t, url, `SELECT count(*) FROM destination_flow WHERE destination = 'std/app' AND pause = 'manual'`); n != 1 {
+		t.Fatalf("the manual pause did not move: %d rows", n)
+	}
 	pc := newChildOn(t, pgURLDB(url), dest, "warn")
+	if code, stdout, stderr := runBin(t, "resume", "--config", pc.cfg, "std/app"); code != 0 {
+		t.Fatalf("resume on database.url: exit %d\n%s%s", code, stdout, stderr)
+	}
 	pc.start()
 	defer pc.stop()
 	if got := do(t, signed(t, "http://"+pc.hook+"/hooks/std", "mv_0", []byte(`{"type":"t","id":"mv_0"}`), time.Now(), testSecret)); got.Status != "duplicate" {
