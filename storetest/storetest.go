@@ -87,6 +87,8 @@ func Run(t *testing.T, h Harness) {
 		{"ListEvents", testListEvents},
 		{"Stats", testStats},
 		{"BackupReadable", testBackup},
+		{"Backfill/Recorded", testBackfillRecorded},
+		{"Backfill/Runs", testBackfillRuns},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
