@@ -188,7 +188,9 @@ func runBackfills(ctx context.Context, g *globals, b *backfiller, source string,
 		}
 		bar := newProgress(g.stderr, "backfill "+source)
 		if bar.tty {
-			job.progress = func(done, total time.Duration) { bar.update(int64(done/time.Second), int64(total/time.Second), "s of the window") }
+			job.progress = func(done, total time.Duration) {
+				bar.update(int64(done/time.Second), int64(total/time.Second), "s of the window")
+			}
 		}
 		run, err := b.execute(ctx, job)
 		bar.finish()

@@ -65,6 +65,10 @@ func (f *fakeDashStore) Gaps(ctx context.Context, opt hookwarden.GapOptions) (ho
 	return f.gaps(ctx, opt)
 }
 
+func (f *fakeDashStore) BackfillRuns(context.Context, []string, time.Time) ([]hookwarden.BackfillRun, error) {
+	return nil, nil
+}
+
 func (f *fakeDashStore) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error) {
 	if f.replay == nil {
 		return hookwarden.ReplayResult{}, errors.New("no replay")
