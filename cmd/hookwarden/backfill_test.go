@@ -171,7 +171,7 @@ func TestBackfillStripeThroughTheBinary(t *testing.T) {
 	api := newFakeStripe(t, 3)
 	hist := stripeHistory("", 10, time.Now().Add(-time.Minute))
 	api.add(hist...)
-	s := newBFSetup(t, stripeSource("stripe", fakeStripeKey, api.URL, app.URL, ", auto: true"))
+	s := newBFSetup(t, stripeSource("stripe", fakeStripeKey, api.URL, app.URL, ""))
 	startServe(t, s.cfg, s.hook, s.adm)
 	for _, e := range hist[:3] {
 		mustPostStripe(t, s.hook, "stripe", e, "accepted")
