@@ -440,3 +440,117 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCheckBackfillKeys: check names the key path of every backfill
+// mistake, and refuses claims retention shorter than the provider's history.
+func TestCheckBackfillKeys(t *testing.T) {
+	t.Setenv("HW_BF_KEY", "rk_test_value_never_shown")
+	p := writeConfig(t, `
+retention: { claims: 20d, payloads: 7d }
+sources:
+  - name: stripe
+    scheme: stripe
+    secrets: ["whsec_x"]
+    retry_horizon: 1d
+    redrive_window: 1d
+    backfill: { api_key: "env:HW_BF_KEY", api_base: "http://api.example.com", hook: "repos/o/r/hooks/1", tpyes: ["x"] }
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+  - name: gh
+    scheme: github
+    secrets: ["s"]
+    backfill: { api_key: "env:HW_BF_UNSET", hook: "repos/o/r/1" }
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+  - name: svix
+    scheme: standard
+    secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
+    backfill: { api_key: "env:HW_BF_KEY", app: "app_1" }
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+  - name: mail
+    scheme: postmark
+    secrets: ["user:pass"]
+    backfill: { api_key: "env:HW_BF_KEY" }
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+`)
+	code, out, _ := runMain(t, "check", "--config", p)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s", code, out)
+	}
+	for _, want := range []string{
+		`sources[0].backfill.tpyes: unknown key "tpyes" (did you mean "types"?)`,
+		`sources[0].backfill.api_base: "http://api.example.com": http is allowed only on loopback`,
+		`sources[0].backfill.hook: not used by scheme stripe`,
+		`retention.claims: 20d is shorter than the stripe history source "stripe" backfills from (30d)`,
+		`sources[1].backfill.api_key: secret env:HW_BF_UNSET: environment variable HW_BF_UNSET is not set`,
+		`sources[1].backfill.hook: github hook "repos/o/r/1"`,
+		`sources[2].backfill.endpoint: required for standard`,
+		`sources[3].backfill: scheme postmark has no history to backfill from`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "value_never_shown") {
+		t.Errorf("check printed the api key:\n%s", out)
+	}
+}
+
+// TestBackfillAPIAndMetric: POST /api/backfill answers 202 with the run's
+// id, 409 while it runs; the run recovers the window, counts
+// hookwarden_backfill_events_total and is in the audit log and in gaps.
+func TestBackfillAPIAndMetric(t *testing.T) {
+	app := newSink(t)
+	api := newFakeStripe(t, 2)
+	hist := stripeHistory("", 5, time.Now().Add(-time.Minute))
+	api.add(hist...)
+	release := make(chan struct{})
+	api.setFault(func(n int, w http.ResponseWriter, r *http.Request) bool {
+		if n == 1 {
+			<-release // the first page waits: the run is running meanwhile
+		}
+		return false
+	})
+	s := newBFSetup(t, stripeSource("stripe", fakeStripeKey, api.URL, app.URL, ""))
+	startServe(t, s.cfg, s.hook, s.adm)
+	mustPostStripe(t, s.hook, "stripe", hist[0], "accepted")
+	post := func(body string) (int, map[string]any) {
+		resp, err := http.Post("http://"+s.adm+"/api/backfill", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	window := fmt.Sprintf(`{"source":"stripe","from":%q,"to":%q}`,
+		time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
+	code, m := post(window)
+	if code != http.StatusAccepted || m["status"] != "running" || m["id"] == nil {
+		t.Fatalf("POST /api/backfill: %d %v, want 202 running with an id", code, m)
+	}
+	if code, m := post(window); code != http.StatusConflict {
+		t.Errorf("second POST while one runs: %d %v, want 409", code, m)
+	}
+	if code, _ := post(`{"source":"nosuch","from":"2026-01-01T00:00:00Z","to":"2026-01-01T01:00:00Z"}`); code != http.StatusNotFound {
+		t.Errorf("unknown source: %d, want 404", code)
+	}
+	if code, _ := post(`{"source":"stripe"}`); code != http.StatusBadRequest {
+		t.Errorf("no window: %d, want 400", code)
+	}
+	close(release)
+	for k, n := range app.waitKeys(t, keysOf("stripe", hist)) {
+		if n != 1 {
+			t.Errorf("%s reached the app %d times", k, n)
+		}
+	}
+	waitFor(t, "the metric", func() bool {
+		return scrapeAll(t, s.adm)[`hookwarden_backfill_events_total{outcome="recovered",source="stripe"}`] == 4
+	})
+	if v := scrapeAll(t, s.adm)[`hookwarden_backfill_events_total{outcome="already_claimed",source="stripe"}`]; v != 1 {
+		t.Errorf("already_claimed = %v, want 1", v)
+	}
+	waitFor(t, "the run's end", func() bool {
+		code, out, _ := runBin(t, "events", "show", "stripe", hist[3].ID, "--config", s.cfg, "--json")
+		return code == 0 && strings.Contains(out, `"action":"backfill"`) && strings.Contains(out, `"origin":"api"`)
+	})
+}
