@@ -299,6 +299,9 @@ func (b *backfiller) list(ctx context.Context, job *backfillJob, l backfill.List
 	})
 	run.Listed, run.AlreadyClaimed = ptr(rep.Listed), ptr(claimed)
 	run.Failed = rep.Failed + failed
+	if len(rep.FailedBy) > 0 {
+		b.log.Warn("backfilled events not recorded", "source", run.Source, "run", run.ID, "reasons", rep.FailedBy)
+	}
 	if rep.BeyondHistory != nil {
 		run.BeyondHistory = &hookwarden.Span{From: rep.BeyondHistory.From, To: rep.BeyondHistory.To}
 	}
@@ -315,6 +318,9 @@ func (b *backfiller) redeliver(ctx context.Context, job *backfillJob, r backfill
 		return have[id], err
 	})
 	run.Requested, run.Failed = rep.Requested, rep.Failed
+	if len(rep.FailedBy) > 0 {
+		b.log.Warn("redeliveries refused", "source", run.Source, "run", run.ID, "reasons", rep.FailedBy)
+	}
 	if !rep.CountsUnknown {
 		run.Listed, run.AlreadyClaimed = ptr(rep.Listed), ptr(rep.AlreadyClaimed)
 	}
