@@ -554,3 +554,33 @@ func TestBackfillAPIAndMetric(t *testing.T) {
 		return code == 0 && strings.Contains(out, `"action":"backfill"`) && strings.Contains(out, `"origin":"api"`)
 	})
 }
+
+// TestBackfillRefusesAForensicCopy: like every writing command, backfill on
+// a --db file no serve owns needs --write.
+func TestBackfillRefusesAForensicCopy(t *testing.T) {
+	app := newSink(t)
+	api := newFakeStripe(t, 10)
+	api.add(stripeHistory("", 3, time.Now().Add(-time.Minute))...)
+	s := newBFSetup(t, stripeSource("stripe", fakeStripeKey, api.URL, app.URL, ""))
+	p := startServe(t, s.cfg, s.hook, s.adm)
+	p.signal(syscall.SIGTERM)
+	<-p.exited
+	code, _, errOut := runBin(t, "backfill", "stripe", "--since", "1h", "--config", s.cfg, "--db", s.db)
+	if code != 2 || !strings.Contains(errOut, "--write") {
+		t.Fatalf("backfill on a --db file no serve owns: exit %d: %s; want 2 and the --write hint", code, errOut)
+	}
+	code, lines, errOut := backfillLines(t, "stripe", "--since", "1h", "--config", s.cfg, "--db", s.db, "--write")
+	if code != 0 || len(lines) != 1 || lines[0].Recovered != 3 {
+		t.Fatalf("with --write: exit %d %+v: %s", code, lines, errOut)
+	}
+	// A dry run changes nothing and says what it would do.
+	api.add(fakeStripeEvent{ID: "evt_new", Type: "invoice.paid", Created: time.Now().Add(-time.Second).Truncate(time.Second)})
+	code, lines, errOut = backfillLines(t, "stripe", "--since", "1h", "--config", s.cfg, "--dry-run")
+	if code != 0 || len(lines) != 1 || !lines[0].DryRun || lines[0].Recovered != 1 || intOf(lines[0].AlreadyClaimed) != 3 {
+		t.Fatalf("dry run: exit %d %+v: %s", code, lines, errOut)
+	}
+	code, lines, _ = backfillLines(t, "stripe", "--since", "1h", "--config", s.cfg)
+	if code != 0 || len(lines) != 1 || lines[0].Recovered != 1 {
+		t.Fatalf("after the dry run, the event is still missing: %+v", lines)
+	}
+}
