@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -582,5 +583,55 @@ func TestBackfillRefusesAForensicCopy(t *testing.T) {
 	code, lines, _ = backfillLines(t, "stripe", "--since", "1h", "--config", s.cfg)
 	if code != 0 || len(lines) != 1 || lines[0].Recovered != 1 {
 		t.Fatalf("after the dry run, the event is still missing: %+v", lines)
+	}
+}
+
+// TestBackfillSvixRecover: a Standard Webhooks source sent by Svix asks
+// Svix to recover the window; the counts are unknown (null), gaps says
+// requested.
+func TestBackfillSvixRecover(t *testing.T) {
+	var mu sync.Mutex
+	var asked []map[string]string
+	svix := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer sk_svix_sender" {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"code":"authentication_failed","detail":"Invalid token"}`))
+			return
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/app/app_shop/endpoint/ep_orders/recover" {
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"code":"not_found","detail":"Entity not found"}`))
+			return
+		}
+		var in map[string]string
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		mu.Lock()
+		asked = append(asked, in)
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+		w.Write([]byte(`{"id":"qtask_1srOrx2ZWZBpBUvZwXKQmoEYga2","status":"running","task":"endpoint.recover"}`))
+	}))
+	t.Cleanup(svix.Close)
+	app := newSink(t)
+	s := newBFSetup(t, fmt.Sprintf(`  - name: orders
+    scheme: standard
+    secrets: [%q]
+    backfill: { api_key: "sk_svix_sender", api_base: %q, app: app_shop, endpoint: ep_orders }
+    destinations: [{ name: app, url: %q }]
+`, testSecret, svix.URL, app.URL))
+	p := startServe(t, s.cfg, s.hook, s.adm)
+	p.signal(syscall.SIGTERM)
+	<-p.exited
+	from := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	to := time.Now().Add(-time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	code, lines, errOut := backfillLines(t, "orders", "--from", from, "--to", to, "--config", s.cfg)
+	if code != 0 || len(lines) != 1 || lines[0].Listed != nil || lines[0].AlreadyClaimed != nil || lines[0].Error != nil {
+		t.Fatalf("svix backfill: exit %d %+v: %s; want counts unknown (null) and no error", code, lines, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || asked[0]["since"] != from || asked[0]["until"] != to {
+		t.Errorf("recover asked with %v, want the window as since/until", asked)
 	}
 }
