@@ -635,3 +635,98 @@ func TestBackfillSvixRecover(t *testing.T) {
 		t.Errorf("recover asked with %v, want the window as since/until", asked)
 	}
 }
+
+// TestBackfillPaddleThroughTheBinary: Paddle's list (oldest first, the
+// `after` cursor in meta.pagination.next, Bearer key) recovers the events
+// that did not arrive; the app gets each once.
+func TestBackfillPaddleThroughTheBinary(t *testing.T) {
+	type ev struct {
+		id string
+		at time.Time
+	}
+	var evs []ev
+	for i := 1; i <= 6; i++ {
+		evs = append(evs, ev{fmt.Sprintf("evt_01hv8x2acma2gz6he7xk4b7p%02d", i), time.Now().Add(-time.Duration(70-10*i) * time.Minute).UTC()})
+	}
+	body := func(e ev) []byte {
+		return []byte(fmt.Sprintf(`{"event_id":%q,"event_type":"transaction.completed","occurred_at":%q,"data":{"id":"txn_%s","status":"completed"}}`,
+			e.id, e.at.Format(time.RFC3339Nano), e.id[len(e.id)-2:]))
+	}
+	var api *httptest.Server
+	api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer pdl_live_apikey_reader" {
+			w.WriteHeader(http.StatusForbidden)
+			w.Write([]byte(`{"error":{"type":"request_error","code":"forbidden","detail":"You aren't permitted to perform this request."},"meta":{"request_id":"r"}}`))
+			return
+		}
+		if r.URL.Path != "/events" || r.URL.Query().Get("per_page") != "200" {
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"error":{"type":"request_error","code":"not_found","detail":"Not found"}}`))
+			return
+		}
+		start := 0
+		if after := r.URL.Query().Get("after"); after != "" {
+			for i, e := range evs {
+				if e.id == after {
+					start = i + 1
+				}
+			}
+		}
+		end := min(start+4, len(evs)) // fewer than per_page: the docs allow it
+		var b bytes.Buffer
+		b.WriteString(`{"data":[`)
+		for i, e := range evs[start:end] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(body(e))
+		}
+		more := end < len(evs)
+		next := ""
+		if more {
+			next = fmt.Sprintf("%s/events?after=%s&per_page=200", api.URL, evs[end-1].id)
+		}
+		fmt.Fprintf(&b, `],"meta":{"request_id":"r","pagination":{"per_page":200,"next":%q,"has_more":%v,"estimated_total":%d}}}`,
+			next, more, len(evs))
+		w.Write(b.Bytes())
+	}))
+	t.Cleanup(api.Close)
+	app := newSink(t)
+	const secret = "pdl_ntfset_01hv8x2acma2gz6he7xk4b7ps1_secretkey"
+	s := newBFSetup(t, fmt.Sprintf(`  - name: paddle
+    scheme: paddle
+    secrets: [%q]
+    backfill: { api_key: "pdl_live_apikey_reader", api_base: %q }
+    destinations: [{ name: app, url: %q }]
+`, secret, api.URL, app.URL))
+	startServe(t, s.cfg, s.hook, s.adm)
+	for _, e := range evs[:2] {
+		b := body(e)
+		h, err := signature.Sign(signature.Params{Scheme: "paddle", Secrets: []string{secret}}, b, time.Now(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.hook+"/hooks/paddle", bytes.NewReader(b))
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if a := do(t, req); a.Code != 200 || a.Status != "accepted" {
+			t.Fatalf("live %s: %+v", e.id, a)
+		}
+	}
+	code, lines, errOut := backfillLines(t, "paddle", "--since", "2h", "--config", s.cfg)
+	if code != 0 || len(lines) != 1 || intOf(lines[0].Listed) != 6 || intOf(lines[0].AlreadyClaimed) != 2 || lines[0].Recovered != 4 {
+		t.Fatalf("paddle backfill: exit %d %+v: %s", code, lines, errOut)
+	}
+	var want []string
+	for _, e := range evs {
+		want = append(want, "paddle:"+e.id)
+	}
+	for k, n := range app.waitKeys(t, want) {
+		if n != 1 {
+			t.Errorf("%s reached the app %d times", k, n)
+		}
+	}
+}
