@@ -78,7 +78,7 @@ func (s *Store) BackfillRuns(ctx context.Context, sources []string, since time.T
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT id, source, window_from, window_to, auto, COALESCE(origin, ''), COALESCE(actor, ''),
 		dry_run, method, started_at, finished_at, listed, already_claimed, recovered, requested, failed, beyond_from, beyond_to, error
-		FROM backfill_runs WHERE window_to >= $1 AND (cardinality($2::text[]) = 0 OR source = ANY($2))
+		FROM backfill_runs WHERE window_to >= $1 AND (COALESCE(cardinality($2::text[]), 0) = 0 OR source = ANY($2))
 		ORDER BY id`, since.UTC(), sources)
 	if err != nil {
 		return nil, fmt.Errorf("list backfill runs: %w", err)

@@ -135,4 +135,7 @@ func testBackfillRuns(t *testing.T, h Harness) {
 	if runs, err := f.s.BackfillRuns(f.ctx, []string{"svix"}, to.Add(time.Second)); err != nil || len(runs) != 0 {
 		t.Errorf("runs ending before since: %d (%v), want none", len(runs), err)
 	}
+	if all, err := f.s.BackfillRuns(f.ctx, nil, time.Time{}); err != nil || len(all) != 4 {
+		t.Errorf("runs of every source: %d (%v), want 4", len(all), err)
+	}
 }
