@@ -32,8 +32,11 @@ type BackfillLog interface {
 
 // BackfillStale is how long a run not finished may go untouched before it
 // counts as abandoned (its process died): a new run of the source may then
-// start. Runners touch their run far more often (UpdateBackfill).
-const BackfillStale = 2 * time.Minute
+// start. Runners touch their run every few seconds while events come
+// (UpdateBackfill); the longest silence of a live run is one request's
+// retries (a 2-minute Retry-After, a 60-second timeout, backoff), well
+// below this.
+const BackfillStale = 5 * time.Minute
 
 var (
 	// ErrBackfillRunning: a run of the source is running (409).

@@ -19,7 +19,7 @@ CREATE TABLE backfill_runs (
     dry_run         INTEGER NOT NULL DEFAULT 0,
     method          TEXT    NOT NULL,           -- list (Stripe, Paddle) | redeliver (GitHub, Svix)
     started_at      TEXT    NOT NULL,
-    touched_at      TEXT    NOT NULL,           -- last progress; a run untouched for 2 minutes is abandoned
+    touched_at      TEXT    NOT NULL,           -- last progress; a run untouched for 5 minutes is abandoned
     finished_at     TEXT,                       -- NULL while running, or abandoned
     listed          INTEGER,                    -- NULL when the provider does not say (Svix)
     already_claimed INTEGER,
