@@ -176,7 +176,10 @@ func runBackfills(ctx context.Context, g *globals, b *backfiller, source string,
 	for _, w := range windows {
 		job, err := b.prepare(ctx, source, w.From, w.To, dryRun, false, cliAudit())
 		if err != nil {
+			var nr *runNotRecordedError
 			switch {
+			case errors.As(err, &nr):
+				return fmt.Errorf("backfill %s: %w", source, err)
 			case errors.Is(err, errNothingToDo):
 				fmt.Fprintf(g.stderr, "backfill %s: %v: skipped\n", source, err)
 				failed = err

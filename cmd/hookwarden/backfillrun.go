@@ -126,12 +126,22 @@ func (b *backfiller) prepare(ctx context.Context, source string, from, to time.T
 		return job, nil
 	}
 	id, err := b.store.StartBackfill(ctx, job.run)
-	if err != nil {
+	switch {
+	case errors.Is(err, hookwarden.ErrBackfillRunning), errors.Is(err, hookwarden.ErrBackfillDone):
 		return nil, err
+	case err != nil:
+		return nil, &runNotRecordedError{err}
 	}
 	job.run.ID = id
 	return job, nil
 }
+
+// runNotRecordedError: the store could not record the run's start (a
+// runtime failure, not the caller's mistake).
+type runNotRecordedError struct{ err error }
+
+func (e *runNotRecordedError) Error() string { return e.err.Error() }
+func (e *runNotRecordedError) Unwrap() error { return e.err }
 
 // client builds the provider's client of the job's source.
 func (b *backfiller) client(job *backfillJob) (backfill.Lister, backfill.Redeliverer, error) {
