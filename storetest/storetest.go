@@ -98,6 +98,8 @@ func Run(t *testing.T, h Harness) {
 		{"Inspect/RecentCounts", testRecentCounts},
 		{"Inspect/QuarantinePages", testQuarantinePages},
 		{"BackupReadable", testBackup},
+		{"Backfill/Recorded", testBackfillRecorded},
+		{"Backfill/Runs", testBackfillRuns},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

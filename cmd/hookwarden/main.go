@@ -99,6 +99,7 @@ func newRootCmd(g *globals, args []string) *cobra.Command {
 		newGapsCmd(g),
 		newPruneCmd(g),
 		newBackupCmd(g),
+		newBackfillCmd(g),
 		newSignCmd(g),
 		newVersionCmd(g),
 		newServeProfiledCmd(g), // hidden: make bench
