@@ -101,6 +101,27 @@ type EventDetail struct {
 	Audit []AuditEntry `json:"audit,omitempty"`
 }
 
+// TakeClaimBody sets the detail's body from what the store read: element,
+// the event's own element of a batch (nil for a single event), else the
+// raw body of the receipt that made the claim; and the pruning time of
+// that receipt. Call it after ReceiptLog is filled.
+func (d *EventDetail) TakeClaimBody(element []byte) {
+	if element != nil {
+		d.Body, d.ContentType = element, "application/json"
+	}
+	for _, r := range d.ReceiptLog {
+		if r.Kind != "accepted" && r.Kind != "backfill" { // the claim's receipt
+			continue
+		}
+		if !r.PrunedAt.IsZero() && !d.SummaryOnly {
+			d.PrunedAt = r.PrunedAt
+		}
+		if !r.Batch {
+			d.Body, d.ContentType = r.Body, r.Header.Get("Content-Type")
+		}
+	}
+}
+
 // ReceiptInfo is one request from the provider that carried the event.
 type ReceiptInfo struct {
 	ID         int64       `json:"id"`
