@@ -64,7 +64,9 @@ type Queue interface {
 	// (ok=false: none).
 	NextDue(ctx context.Context, destination string) (t time.Time, ok bool, err error)
 	// ReleaseLeases makes every job leased by a previous process due now.
-	// Called once at start, before the workers run.
+	// Called once at start, before the workers run. On a store several
+	// instances share, a previous process is one that is gone: another
+	// live instance's jobs in flight keep their lease.
 	ReleaseLeases(ctx context.Context) (int64, error)
 	// SetDirect makes the store hand new jobs straight to d while it has
 	// free slots (nil: off). Called before the first Record.

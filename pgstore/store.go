@@ -7,20 +7,22 @@
 // fsync and synchronous_commit, migrations under an advisory lock, a newer
 // schema refused; Options.NoMigrate for the operator's commands), Check (what
 // `hookwarden check` asks of a database, writing nothing), the schema
-// (migrations/0001_init.sql, the SQLite schema at version 8), Record
-// (hookwarden.Recorder), the queue (hookwarden.Queue: leases with FOR
-// UPDATE SKIP LOCKED on the database's clock), the run log with gaps across
-// instances (hookwarden.RunLog) and InstancesUp, the operator's writes
-// (hookwarden.Operator: Replay, Prune, Audit, ReleaseQuarantined,
-// DropQuarantined, each safe with several instances at once), Health (the
-// last write's outcome through the pool's tracer; Ping a one-row write),
-// LastAccepted, and Backup, which refuses (pg_dump, or hookwarden export).
-// Missing: the direct hand-over (SetDirect is a no-op: Record creates every
-// job pending, not leased), ReleaseLeases that spares the leases of other
-// live instances (today it releases every lease: call it only with no other
-// instance running), concurrency and rate across instances, LISTEN/NOTIFY,
-// and the rest of the operator's reads (events, dead letters, stats,
-// quarantine listings): todo.go has their stubs.
+// (migrations/0001_init.sql, the SQLite schema at version 8, and
+// 0002_lease_holder.sql), Record (hookwarden.Recorder, with the direct
+// hand-over of SetDirect: a new job given a free slot is committed leased
+// to this process's run and handed over after COMMIT), the queue
+// (hookwarden.Queue: leases with FOR UPDATE SKIP LOCKED on the database's
+// clock, each naming the run that holds it, and ReleaseLeases that gives
+// back only the leases of processes that are gone, never another live
+// instance's), the run log with gaps across instances (hookwarden.RunLog)
+// and InstancesUp, the operator's reads (hookwarden.Inspector: events, dead
+// letters, counts, held requests; plain reads that take no locks, every
+// listing on an index) and writes (hookwarden.Operator: Replay, Prune,
+// Audit, ReleaseQuarantined, DropQuarantined, each safe with several
+// instances at once), Health (the last write's outcome through the pool's
+// tracer; Ping a one-row write), LastAccepted, and Backup, which refuses
+// (pg_dump, or hookwarden export). Missing: concurrency and rate across
+// instances, LISTEN/NOTIFY.
 package pgstore
 
 import (
@@ -56,8 +58,17 @@ type Options struct {
 	Now func() time.Time
 	// Instance names this receiver in the run log, stable across its
 	// restarts (default: the host's name), so gaps can tell a restart while
-	// others served from an outage.
+	// others served from an outage, and ReleaseLeases can tell its own
+	// earlier runs' leases (given back at start) from another live
+	// instance's (left alone). One name per serve process running at once.
 	Instance string
+	// Stale is how old a run's heartbeat may be before ReleaseLeases takes
+	// the run for dead and gives its leases back (default 10s: five missed
+	// heartbeats of serve's 2s, as gaps judges a run). Shorter risks
+	// releasing a slow but live instance's jobs in flight, which are then
+	// delivered twice; longer only delays a dead one's until their lease
+	// ends.
+	Stale time.Duration
 	// Logger receives migration notices (default: discarded).
 	Logger *slog.Logger
 	// NoMigrate opens a database only when its schema is this build's
@@ -86,6 +97,9 @@ type Store struct {
 	// testReplayChecked, set by a test, runs in each replay batch between
 	// the check of its rules and the reset.
 	testReplayChecked func()
+
+	run    atomic.Int64                      // this process's run (StartRun): the holder of its leases
+	direct atomic.Pointer[hookwarden.Direct] // SetDirect
 }
 
 // SettingError is a server setting that breaks the promise of a durable
@@ -139,6 +153,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
+	}
+	if opts.Stale <= 0 {
+		opts.Stale = 10 * time.Second
 	}
 	log := opts.Logger
 	if log == nil {

@@ -86,6 +86,11 @@ func Run(t *testing.T, h Harness) {
 		{"Gaps/Silences", testSilences},
 		{"ListEvents", testListEvents},
 		{"Stats", testStats},
+		{"Inspect/ShowEvent", testShowEvent},
+		{"Inspect/ShowBatchElement", testShowBatchElement},
+		{"Inspect/ListDead", testListDead},
+		{"Inspect/RecentCounts", testRecentCounts},
+		{"Inspect/QuarantinePages", testQuarantinePages},
 		{"BackupReadable", testBackup},
 		{"Health/LastWrite", testHealth},
 	} {
