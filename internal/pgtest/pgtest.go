@@ -42,8 +42,10 @@ const MinVersion = 15
 
 // Cluster is one running throwaway PostgreSQL server.
 type Cluster struct {
-	// Dir holds the data directory (Dir/data), the log and the socket.
+	// Dir holds the data directory (Dir/data unless StartAt gave another),
+	// the log and the socket.
 	Dir     string
+	dataDir string
 	bin     string
 	cred    *syscall.Credential // the postgres user's, when running as root
 	stopped bool
@@ -59,6 +61,25 @@ type Settings map[string]string
 func Start(tb testing.TB, extra ...Settings) *Cluster {
 	tb.Helper()
 	c, err := start(extra...)
+	if err != nil {
+		unavailable(tb, err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	return c
+}
+
+// StartAt is Start with the data directory at data (empty or absent; made
+// the postgres user's when running as root), for a test that puts it on a
+// file system of its own, such as a small tmpfs that fills up. The socket
+// and the log stay in the cluster's temporary Dir. Removing data is the
+// caller's business (it may be a mount point).
+func StartAt(tb testing.TB, data string, extra ...Settings) *Cluster {
+	tb.Helper()
+	c, err := startAt(data, extra...)
 	if err != nil {
 		unavailable(tb, err)
 	}
@@ -119,12 +140,14 @@ func binDir() (string, error) {
 	return cs[0].dir, nil
 }
 
-func start(extra ...Settings) (*Cluster, error) {
+func start(extra ...Settings) (*Cluster, error) { return startAt("", extra...) }
+
+func startAt(data string, extra ...Settings) (*Cluster, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{bin: bin}
+	c := &Cluster{bin: bin, dataDir: data}
 	reapOrphans(bin)
 	var uid, gid int = -1, -1
 	if os.Geteuid() == 0 {
@@ -146,6 +169,18 @@ func start(extra ...Settings) (*Cluster, error) {
 		if err := os.Chown(c.Dir, uid, gid); err != nil {
 			os.RemoveAll(c.Dir)
 			return nil, err
+		}
+	}
+	if data != "" {
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			os.RemoveAll(c.Dir)
+			return nil, err
+		}
+		if c.cred != nil {
+			if err := os.Chown(data, uid, gid); err != nil {
+				os.RemoveAll(c.Dir)
+				return nil, err
+			}
 		}
 	}
 	if err := os.WriteFile(filepath.Join(c.Dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
@@ -196,7 +231,15 @@ func start(extra ...Settings) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) data() string    { return filepath.Join(c.Dir, "data") }
+func (c *Cluster) data() string {
+	if c.dataDir != "" {
+		return c.dataDir
+	}
+	return filepath.Join(c.Dir, "data")
+}
+
+// DataDir is the cluster's data directory.
+func (c *Cluster) DataDir() string { return c.data() }
 func (c *Cluster) logFile() string { return filepath.Join(c.Dir, "postgres.log") }
 
 // run runs one of PostgreSQL's programs, as the postgres user if needed.
@@ -218,6 +261,24 @@ func (c *Cluster) URL(db string) string {
 	}
 	q := url.Values{"host": {c.Dir}, "port": {"5432"}, "sslmode": {"disable"}}
 	return "postgres://postgres@/" + url.PathEscape(db) + "?" + q.Encode()
+}
+
+// PID is the postmaster's process id, from postmaster.pid (an error when
+// the server is not running).
+func (c *Cluster) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.data(), "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return 0, fmt.Errorf("postmaster %d is gone", pid)
+	}
+	return pid, nil
 }
 
 // Log is the server's log so far, for a failing test to print.
