@@ -91,6 +91,13 @@ func StartAt(tb testing.TB, data string, extra ...Settings) *Cluster {
 	return c
 }
 
+// Launch starts a cluster outside a test (a benchmark harness); the caller
+// stops it. Without the binaries its error satisfies IsMissing.
+func Launch(extra ...Settings) (*Cluster, error) { return start(extra...) }
+
+// IsMissing reports whether err says PostgreSQL's binaries were not found.
+func IsMissing(err error) bool { return errors.Is(err, errMissing) }
+
 // errMissing says the PostgreSQL binaries cannot be found.
 var errMissing = errors.New("PostgreSQL binaries not found")
 
@@ -237,6 +244,9 @@ func (c *Cluster) data() string {
 	}
 	return filepath.Join(c.Dir, "data")
 }
+
+// Bin is the path of one of the cluster's PostgreSQL programs.
+func (c *Cluster) Bin(prog string) string { return filepath.Join(c.bin, prog) }
 
 // DataDir is the cluster's data directory.
 func (c *Cluster) DataDir() string { return c.data() }

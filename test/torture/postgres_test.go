@@ -180,10 +180,10 @@ func TestDiskFullOnPostgres(t *testing.T) {
 
 	var (
 		filling200, while200, while503, noRetryAfter, other, notReady int
-		resentAccepted, resentDuplicate, pgRestarts                  int
-		fillBytes                                                    int64
-		mu                                                           sync.Mutex
-		phase                                                        atomic.Int32 // 0 normal, 1 filling, 2 full
+		resentAccepted, resentDuplicate, pgRestarts                   int
+		fillBytes                                                     int64
+		mu                                                            sync.Mutex
+		phase                                                         atomic.Int32 // 0 normal, 1 filling, 2 full
 	)
 	p.observe = func(id string, a answer) {
 		ph := phase.Load()
