@@ -88,6 +88,17 @@ type Event struct {
 	// Destinations are the full names ("source/name") of the destinations whose
 	// filters match this event; one job is created for each when the id is new.
 	Destinations []string
+	// OrderKeys, when set, is parallel to Destinations: the event's
+	// order_by key at each ("" or absent: none, so not ordered there).
+	OrderKeys []string
+}
+
+// OrderKey is the event's order_by key at Destinations[i], "" if none.
+func (e *Event) OrderKey(i int) string {
+	if i < len(e.OrderKeys) {
+		return e.OrderKeys[i]
+	}
+	return ""
 }
 
 // RecordResult is the answer of a Recorder.
@@ -141,6 +152,9 @@ type Job struct {
 	ContentType string
 	Body        []byte
 	ReceivedAt  time.Time
+	// Probe: the destination is paused automatically and this is its
+	// probe; a failure does not count toward max_attempts (Attempt.Probe).
+	Probe bool
 }
 
 // IdempotencyKey is the key sent with every attempt and replay of the job's event.
@@ -174,6 +188,17 @@ type Attempt struct {
 	Verdict    Verdict
 	// RetryAt is when the job is due again (Verdict == Retry).
 	RetryAt time.Time
+	// Failed: a retryable failure of the destination (whatever the
+	// verdict), which counts toward its pause_after; a success resets the
+	// count, and an attempt cut short by shutdown or refused as poison
+	// leaves it.
+	Failed bool
+	// Probe is Job.Probe: a failed probe gives its attempt back, so the
+	// job keeps its attempts while the destination is paused.
+	Probe bool
+	// Destination is the job's ("source/name"), when the caller knows it:
+	// the store then need not read it to apply flow control.
+	Destination string
 }
 
 // Slot is a delivery slot of a destination, reserved for a job the store is

@@ -8,6 +8,7 @@ package pgstore
 // slots take calls from many goroutines.
 
 import (
+	"context"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -69,4 +70,32 @@ func directJob(r *hookwarden.Receipt, ev *hookwarden.Event, id int64, destinatio
 		j.Body = []byte{}
 	}
 	return j
+}
+
+// hasDirect reports whether a Direct pool is set.
+func (s *Store) hasDirect() bool { return s.direct.Load() != nil }
+
+// waiting tells the Direct pool, if it listens (hookwarden.Waiter), that a
+// job of destination was created without asking it for a slot.
+func (s *Store) waiting(destination string) {
+	if dp := s.direct.Load(); dp != nil {
+		if w, ok := (*dp).(hookwarden.Waiter); ok {
+			w.Waiting(destination)
+		}
+	}
+}
+
+// directAllowed: flow control keeps rated, ordered and paused destinations
+// out of the hand-over, so that their jobs wait for a lease, which applies
+// the rate, the key's order and the pause (across instances: the pause is
+// read from the store, not from this process's memory).
+func (rc *recording) directAllowed(ctx context.Context, dest string) (bool, error) {
+	if p := rc.s.policy(dest); !p.Rate.IsZero() || p.Ordered {
+		return false, nil
+	}
+	f, _, err := rc.s.readFlow(ctx, rc.tx, dest, false)
+	if err != nil {
+		return false, err
+	}
+	return f.kind() == "", nil
 }

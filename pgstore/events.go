@@ -441,6 +441,7 @@ func (s *Store) EventAudit(ctx context.Context, source, eventID string) ([]hookw
 // querier is the pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // eventAudit reads the entries linked to one event, on the audit_events key.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var _ hookwarden.Queue = (*Store)(nil)
@@ -69,11 +70,19 @@ func (s *Store) Lease(ctx context.Context, destination string, max int, leaseFor
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, leaseSQL, destination, max, leaseFor.Microseconds(), s.now(), s.holder())
+	var jobs []hookwarden.Job
+	var loadErr error
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		jobs, loadErr = s.leaseTx(ctx, tx, destination, max, leaseFor)
+		if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
+			return loadErr // the statement failed: nothing is leased
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: lease jobs: %w", hookwarden.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 	}
-	return leasedJobs(rows, destination)
+	return jobs, loadErr
 }
 
 // FinishAndLease is Finish, then Lease of up to max jobs of the
@@ -94,11 +103,7 @@ func (s *Store) FinishAndLease(ctx context.Context, a hookwarden.Attempt, destin
 		if max <= 0 {
 			return nil
 		}
-		rows, err := tx.Query(ctx, leaseSQL, destination, max, leaseFor.Microseconds(), s.now(), s.holder())
-		if err != nil {
-			return fmt.Errorf("lease jobs: %w", err)
-		}
-		jobs, loadErr = leasedJobs(rows, destination)
+		jobs, loadErr = s.leaseTx(ctx, tx, destination, max, leaseFor)
 		if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
 			return loadErr // the statement failed: roll the finish back too
 		}
@@ -212,24 +217,25 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt) e
 		a.JobID, a.Number, a.StartedAt.UTC(), a.Duration.Microseconds(), status, exit, errText, a.Response, string(a.Verdict)); err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
 	}
+	var tag pgconn.CommandTag
 	var err error
 	switch a.Verdict {
 	case hookwarden.Delivered:
-		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL,
+		tag, err = tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL,
 			finished_at = COALESCE($1::timestamptz, now())
 			WHERE id = $2 AND state = 'pending' AND attempts = $3`, s.now(), a.JobID, a.Number)
 	case hookwarden.Retry:
-		_, err = tx.Exec(ctx, `UPDATE jobs SET next_at = $1, leased_until = NULL, last_error = $2
+		tag, err = tx.Exec(ctx, `UPDATE jobs SET next_at = $1, leased_until = NULL, last_error = $2
 			WHERE id = $3 AND state = 'pending' AND attempts = $4`, a.RetryAt.UTC(), errText, a.JobID, a.Number)
 	case hookwarden.Dead:
-		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = $1,
+		tag, err = tx.Exec(ctx, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = $1,
 			finished_at = COALESCE($2::timestamptz, now()), dead_count = dead_count + 1
 			WHERE id = $3 AND state = 'pending' AND attempts = $4`, errText, s.now(), a.JobID, a.Number)
 	}
 	if err != nil {
 		return fmt.Errorf("finish job %d: %w", a.JobID, err)
 	}
-	return nil
+	return s.finishedTx(ctx, tx, a, tag.RowsAffected() == 1)
 }
 
 // inTx runs fn in a transaction and commits it.
@@ -277,7 +283,7 @@ func (s *Store) NextDue(ctx context.Context, destination string) (time.Time, boo
 	if next == nil {
 		return time.Time{}, false, nil
 	}
-	return next.UTC(), true, nil
+	return s.gateNextDue(ctx, destination, next.UTC())
 }
 
 // holder is the lease holder this store writes: its run, NULL before

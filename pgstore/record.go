@@ -240,11 +240,36 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 	if n == 0 {
 		return 0, nil
 	}
+	plain := ev.Destinations
+	if len(ev.OrderKeys) > 0 {
+		plain = nil
+		for i, d := range ev.Destinations {
+			if key := ev.OrderKey(i); key != "" && rc.s.policy(d).Ordered {
+				if err := rc.keyedJobTx(ctx, ref, d, key); err != nil {
+					return 0, err
+				}
+				rc.s.waiting(d)
+				continue
+			}
+			plain = append(plain, d)
+		}
+	}
+	if len(plain) == 0 {
+		return n, nil
+	}
 	first := len(rc.handed)
-	leases := make([]int64, n)
-	for i, d := range ev.Destinations {
-		if !rc.direct {
+	leases := make([]int64, len(plain))
+	for i, d := range plain {
+		if !rc.direct || !rc.s.hasDirect() {
 			break
+		}
+		allowed, err := rc.directAllowed(ctx, d)
+		if err != nil {
+			return 0, err
+		}
+		if !allowed {
+			rc.s.waiting(d)
+			continue
 		}
 		slot, ok := rc.s.reserve(d)
 		if !ok {
@@ -255,7 +280,7 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 		rc.handed = append(rc.handed, handed{slot: slot, dest: d})
 		leases[i] = max(slot.LeaseFor().Microseconds(), 1)
 	}
-	args := []any{ref, ev.Destinations, leases, rc.now, rc.s.holder()}
+	args := []any{ref, plain, leases, rc.now, rc.s.holder()}
 	if len(rc.handed) == first {
 		if _, err := rc.tx.Exec(ctx, jobsSQL, args...); err != nil {
 			return 0, fmt.Errorf("insert jobs: %w", err)

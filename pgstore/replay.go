@@ -264,6 +264,9 @@ WHERE j.id = ANY($1) ORDER BY j.id FOR UPDATE OF j`, ids, s.now())
 			return fmt.Errorf("reset jobs: %w", err)
 		}
 		n = int(tag.RowsAffected())
+		if err := orderReplayedTx(ctx, tx, reset); err != nil { // one head per order_by key
+			return err
+		}
 		if audit == nil || n == 0 {
 			return nil
 		}

@@ -19,10 +19,12 @@
 // letters, counts, held requests; plain reads that take no locks, every
 // listing on an index) and writes (hookwarden.Operator: Replay, Prune,
 // Audit, ReleaseQuarantined, DropQuarantined, each safe with several
-// instances at once), Health (the last write's outcome through the pool's
-// tracer; Ping a one-row write), LastAccepted, and Backup, which refuses
-// (pg_dump, or hookwarden export). Missing: concurrency and rate across
-// instances, LISTEN/NOTIFY.
+// instances at once), flow control across instances (flow.go: pause and
+// probes, the rate's bucket, concurrency, order_by; Pause, Resume,
+// Destinations), Health (the last write's outcome through the pool's
+// tracer; Ping a one-row write), and Backup, which refuses (pg_dump, or
+// hookwarden export; export and migrate-store copy rows through
+// internal/storecopy). Missing: LISTEN/NOTIFY.
 package pgstore
 
 import (
@@ -38,7 +40,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-var _ hookwarden.Recorder = (*Store)(nil)
+var _ hookwarden.Store = (*Store)(nil)
 
 // Options tune Open. The zero value is usable.
 type Options struct {
@@ -90,7 +92,8 @@ type Store struct {
 	pool    *pgxpool.Pool
 	opts    Options
 	log     *slog.Logger
-	address string // host and database, never the password
+	address string       // host and database, never the password
+	flow    flowPolicies // SetFlow
 	health  health
 	closed  atomic.Bool
 

@@ -62,6 +62,10 @@ type Destination struct {
 	// error creates the job: delivering an event the app did not want is
 	// recoverable, dropping one it did is not.
 	Filter *filter.Filter
+	// OrderBy extracts the event's order_by key (nil: none). An event
+	// without the key (or with one that is not usable text) is not
+	// ordered.
+	OrderBy extract.Extractor
 }
 
 // Observer receives what the receiver did, for metrics. All methods must be
@@ -199,6 +203,10 @@ func (rc *Receiver) SetSources(sources []Source) {
 // Drain makes every new request answer 503: the provider retries later,
 // against the next process. Requests already past this check finish normally.
 func (rc *Receiver) Drain() { rc.draining.Store(true) }
+
+// Draining reports whether Drain was called: /readyz then fails, so that a
+// load balancer sends webhooks to the other receivers.
+func (rc *Receiver) Draining() bool { return rc.draining.Load() }
 
 // ServeHTTP implements http.Handler.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) { rc.router.ServeHTTP(w, r) }
@@ -395,6 +403,18 @@ func (rc *Receiver) event(src *Source, h http.Header, body []byte, freq *filter.
 			if !rc.filter(d, fev) {
 				continue
 			}
+		}
+		if d.OrderBy != nil {
+			if key, err := d.OrderBy.Extract(h, body); err == nil && key != "" {
+				if ev.OrderKeys == nil {
+					ev.OrderKeys = make([]string, len(ev.Destinations), len(src.Destinations))
+				}
+				ev.OrderKeys = append(ev.OrderKeys, key)
+			} else if ev.OrderKeys != nil {
+				ev.OrderKeys = append(ev.OrderKeys, "")
+			}
+		} else if ev.OrderKeys != nil {
+			ev.OrderKeys = append(ev.OrderKeys, "")
 		}
 		ev.Destinations = append(ev.Destinations, d.FullName)
 	}

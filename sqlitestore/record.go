@@ -207,8 +207,18 @@ func newJob(at, until string, direct bool) (attempts int, next string, leasedUnt
 
 func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, ref int64, ev *hookwarden.Event, at string) (int, error) {
 	st := tx.StmtContext(ctx, s.stmts.job)
-	for _, d := range ev.Destinations {
-		slot, until, direct := s.reserve(d, s.now())
+	for i, d := range ev.Destinations {
+		if key := ev.OrderKey(i); key != "" && s.policy(d).Ordered {
+			if err := s.keyedJobTx(ctx, tx, ref, d, key, at); err != nil {
+				return 0, err
+			}
+			s.waiting(d)
+			continue
+		}
+		slot, until, direct, err := s.reserve(ctx, tx, d, s.now())
+		if err != nil {
+			return 0, err
+		}
 		if direct {
 			// Listed now so that a failure releases the slot.
 			s.handed = append(s.handed, handed{slot: slot})
@@ -333,8 +343,9 @@ type recordOp struct {
 // single reports whether the receipt carries one event that is the whole
 // body: the common case, which recordMany commits with multi-row statements.
 // A receipt with a one-time token (Mailgun) takes singleTx.
+// So does one with an order_by key: its jobs are created in order (keyedJobTx).
 func (rc *recordOp) single() bool {
-	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil
+	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil && len(rc.r.Events[0].OrderKeys) == 0
 }
 
 // manyLog bounds the multi-row statements: one of each size 1, 2, 4, ...,
@@ -519,7 +530,10 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 			continue
 		}
 		for _, d := range ev.Destinations {
-			slot, until, direct := s.reserve(d, now)
+			slot, until, direct, err := s.reserve(ctx, tx, d, now)
+			if err != nil {
+				return err
+			}
 			j := jobRow{rc, d, until, -1}
 			if direct {
 				// Listed now so that a failure below releases the slot; the

@@ -222,6 +222,9 @@ WHERE id IN (SELECT value FROM json_each(?2))`, now, idSet(reset))
 		}
 		m, err := r.RowsAffected()
 		n = int(m)
+		if err == nil {
+			err = s.orderReplayedTx(ctx, tx, reset) // one head per order_by key
+		}
 		if err != nil || audit == nil || n == 0 {
 			return err
 		}

@@ -100,6 +100,11 @@ func (a *App) Open(ctx context.Context) (err error) {
 	for _, d := range dests {
 		a.Metrics.InitDestination(d)
 	}
+	// Flow control (pause, rate, order_by) is kept by the store; it needs
+	// the policies before the first lease and the first receipt.
+	if err := a.Store.SetFlow(ctx, a.cfg.FlowPolicies()); err != nil {
+		return err
+	}
 	if n, err := a.Store.ReleaseLeases(ctx); err != nil {
 		return err
 	} else if n > 0 {
@@ -206,8 +211,12 @@ func (a *App) serve(srv *http.Server, ln net.Listener, name string) {
 	}()
 }
 
-// ready is /readyz: the last write succeeded and the workers are turning.
+// ready is /readyz: not draining, the last write succeeded and the workers
+// are turning.
 func (a *App) ready(context.Context) error {
+	if a.Receiver != nil && a.Receiver.Draining() {
+		return errors.New("draining: shutting down, refusing new webhooks")
+	}
 	if err := a.Store.Healthy(); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -312,6 +321,11 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 					return nil, nil, closers, fmt.Errorf("%s.filter: %w", dp, err)
 				}
 			}
+			if d.OrderBy != "" {
+				if rd.OrderBy, err = extract.Parse(d.OrderBy); err != nil {
+					return nil, nil, closers, fmt.Errorf("%s.order_by: %w", dp, err)
+				}
+			}
 			rs.Destinations = append(rs.Destinations, rd)
 			var del worker.Deliverer
 			if d.URL != "" {
@@ -336,7 +350,7 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 				del = c
 			}
 			dests = append(dests, worker.Destination{Name: full, Deliverer: del, Concurrency: d.Concurrency,
-				MaxAttempts: d.MaxAttempts, Timeout: d.Timeout.D(),
+				MaxAttempts: d.MaxAttempts, Timeout: d.Timeout.D(), Ordered: d.OrderBy != "",
 				Backoff: worker.Backoff{Initial: d.Backoff.Initial.D(), Max: d.Backoff.Max.D()}})
 		}
 		sources = append(sources, rs)

@@ -450,4 +450,13 @@ func TestDrainAnswers503(t *testing.T) {
 	if n := a.count(`SELECT count(*) FROM receipts`); n != 0 {
 		t.Fatalf("receipts: %d, want 0", n)
 	}
+	// A load balancer checking /readyz stops sending here.
+	resp, err := http.Get("http://" + a.AdminAddr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("/readyz while draining: %d, want 503", resp.StatusCode)
+	}
 }

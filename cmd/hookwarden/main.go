@@ -93,6 +93,8 @@ func newRootCmd(g *globals, args []string) *cobra.Command {
 		newDeadCmd(g),
 		newQuarantineCmd(g),
 		newReplayCmd(g),
+		newPauseCmd(g),
+		newResumeCmd(g),
 		newStatsCmd(g),
 		newGapsCmd(g),
 		newPruneCmd(g),

@@ -12,6 +12,7 @@ func (a *App) apiOptions() admin.APIOptions {
 		Store:        a.Store,
 		Sources:      func() []hookwarden.SourcePolicy { return sourcePolicies(a.currentConfig()) },
 		Destinations: func() []string { return destinationNames(a.currentConfig()) },
+		Rates:        func() map[string]string { return destinationRates(a.currentConfig()) },
 		Stale:        gapStale,
 		MinClean:     defaultMinClean,
 		Notify:       func(d ...string) { a.Workers.Notify(d...) },

@@ -196,7 +196,10 @@ func exportStore(ctx context.Context, src hookwarden.Store, dest string, since t
 		return out.Bulk(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			var err error
 			counts, err = storecopy.Copy(ctx, s, storecopy.SQLiteDestination(tx), storecopy.Options{
-				Since: since, Skip: []string{"schema_version", "store_marks"}})
+				Since: since, Skip: []string{"schema_version", "store_marks"},
+				// Which run of which instance holds a lease (PostgreSQL)
+				// means nothing in an offline copy; leased_until stays.
+				Drop: map[string][]string{"jobs": {"leased_by"}}})
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ package admin
 //	GET  /api/gaps                        ?since= &min=
 //	GET  /api/stats
 //	GET  /api/quarantine                  ?source= &limit= &cursor=
+//	GET  /api/destinations, POST /api/destinations/{source}/{name}/pause|resume (flow.go)
 //
 // Lists answer {"items": [...], "next_cursor": "..."}; pass next_cursor back
 // as ?cursor= for the next page (absent on the last page).
@@ -39,6 +40,7 @@ type Store interface {
 	Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
 	Stats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error)
 	ListQuarantine(ctx context.Context, f hookwarden.QuarantineFilter) ([]hookwarden.Held, int64, error)
+	FlowStore
 }
 
 var _ Store = hookwarden.Store(nil)
@@ -50,6 +52,9 @@ type APIOptions struct {
 	// are called per request, so a reload is seen at once. Either may be nil.
 	Sources      func() []hookwarden.SourcePolicy
 	Destinations func() []string
+	// Rates maps each destination to its configured rate ("20/s"; absent:
+	// none), for GET /api/destinations. Optional.
+	Rates func() map[string]string
 	// Stale and MinClean are passed to Gaps (see hookwarden.GapOptions).
 	Stale, MinClean time.Duration
 	// Notify wakes the workers of the destinations a replay made due, so they
@@ -86,6 +91,7 @@ func (api *API) Register(r *mux.Router) {
 	r.HandleFunc("/api/gaps", api.gaps).Methods(http.MethodGet)
 	r.HandleFunc("/api/stats", api.stats).Methods(http.MethodGet)
 	r.HandleFunc("/api/quarantine", api.quarantine).Methods(http.MethodGet)
+	api.registerFlow(r) // flow.go
 }
 
 // page is the shape of every list answer.

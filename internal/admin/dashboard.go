@@ -21,6 +21,9 @@ package admin
 //   - Frames are refused (the Replay button cannot be clickjacked) and a
 //     Content-Security-Policy allows no script at all.
 //
+// Pause and Resume buttons per destination, and its blocked order_by keys,
+// are in flow.go.
+//
 // Replay goes through Store.Replay, the CLI's and the API's path, so the
 // three-strikes (--force) and pruned-payload rules live in one place.
 
@@ -58,6 +61,7 @@ type DashboardStore interface {
 	ListEvents(ctx context.Context, f hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error)
 	Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
 	Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error)
+	FlowStore // pause, resume, flow state (flow.go)
 }
 
 var _ DashboardStore = hookwarden.Store(nil)
@@ -151,11 +155,18 @@ func NewDashboard(o DashboardOptions) (*Dashboard, error) {
 		return nil, fmt.Errorf("dashboard key: %w", err)
 	}
 	t, err := template.New("").Funcs(template.FuncMap{
-		"ago":   func(t time.Time) string { return dashDuration(o.Now().Sub(t)) + " ago" },
-		"dur":   dashDuration,
-		"ts":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"short": func(t time.Time) string { return t.UTC().Format("Jan 2 15:04 UTC") },
-		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"ago":    func(t time.Time) string { return dashDuration(o.Now().Sub(t)) + " ago" },
+		"dur":    dashDuration,
+		"ts":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"short":  func(t time.Time) string { return t.UTC().Format("Jan 2 15:04 UTC") },
+		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"shortp": func(t *time.Time) string { return t.UTC().Format("Jan 2 15:04 UTC") },
+		"deref": func(s *string) string {
+			if s == nil {
+				return ""
+			}
+			return *s
+		},
 	}).ParseFS(dashFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard templates: %w", err)
@@ -171,6 +182,8 @@ func NewDashboard(o DashboardOptions) (*Dashboard, error) {
 func (d *Dashboard) Register(r *mux.Router) {
 	r.HandleFunc("/", d.page).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/dashboard/replay", d.replay).Methods(http.MethodPost)
+	r.HandleFunc("/dashboard/pause", d.pauseResume("pause")).Methods(http.MethodPost)
+	r.HandleFunc("/dashboard/resume", d.pauseResume("resume")).Methods(http.MethodPost)
 }
 
 // Front wraps the whole admin handler: it serves the login form, logout and
@@ -385,6 +398,7 @@ type dashSourceRow struct {
 type dashDestRow struct {
 	hookwarden.OutboxStat
 	Stale bool // oldest pending older than 30 minutes (the alert's threshold)
+	Flow  hookwarden.DestinationState
 }
 
 type dashDead struct {
@@ -463,6 +477,9 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 		data.Dests = append(data.Dests, dashDestRow{OutboxStat: st, Stale: st.OldestPendingAge > 30*time.Minute})
 		data.DeadTotal += st.Dead
 	}
+	if err := d.withFlow(ctx, data.Dests); err != nil {
+		problem("flow control", err)
+	}
 
 	dead, next, err := d.o.Store.ListDead(ctx, hookwarden.DeadFilter{Limit: dashDeadLimit})
 	if err != nil {
@@ -499,6 +516,9 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 // flash turns the redirect's query into a message from a fixed set: nothing
 // from the URL is shown as text except numbers.
 func (d *Dashboard) flash(q url.Values, data *dashData) {
+	if flowFlash(q, data) {
+		return
+	}
 	if q.Get("error") == "replay" {
 		data.FlashError = "The replay failed; the log has the details."
 		return

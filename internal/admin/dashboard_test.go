@@ -301,3 +301,20 @@ func TestDashboardDuration(t *testing.T) {
 		t.Error("the claims retention margin has no explanation on the page")
 	}
 }
+
+// The flow half of the fake: nothing paused, nothing to pause.
+func (f *fakeDashStore) Destinations(_ context.Context, names []string) ([]hookwarden.DestinationState, error) {
+	out := make([]hookwarden.DestinationState, len(names))
+	for i, n := range names {
+		out[i] = hookwarden.DestinationState{Destination: n, BlockedKeys: []hookwarden.BlockedKey{}}
+	}
+	return out, nil
+}
+
+func (f *fakeDashStore) Pause(context.Context, string, *hookwarden.AuditEntry) (bool, error) {
+	return false, errors.New("no pause")
+}
+
+func (f *fakeDashStore) Resume(context.Context, string, *hookwarden.AuditEntry) (bool, error) {
+	return false, errors.New("no resume")
+}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/signature"
@@ -177,6 +178,37 @@ type Destination struct {
 	// Filter is a CEL expression over event, headers and body; a job is
 	// created only where it is true (besides Types). Empty: every event.
 	Filter string `mapstructure:"filter"`
+	// Rate limits the attempts started: "N/s", "N/m" or "N/h", a bucket
+	// of N shared by every serve on the store. Empty: unlimited.
+	Rate string `mapstructure:"rate"`
+	// OrderBy is an event key (json:PATH or header:NAME): jobs with the
+	// same key are attempted one at a time, in commit order. Empty: none.
+	OrderBy string `mapstructure:"order_by"`
+	// PauseAfter consecutive retryable failures pause the destination
+	// (one probe every backoff.max until one succeeds); 0: never.
+	PauseAfter int `mapstructure:"pause_after"`
+}
+
+// FlowPolicy is the destination's flow control as the store applies it.
+// The configuration must have been validated (a bad rate reads as none).
+func (d Destination) FlowPolicy(source string) hookwarden.FlowPolicy {
+	r, _ := hookwarden.ParseRate(d.Rate)
+	if d.Rate == "" {
+		r = hookwarden.Rate{}
+	}
+	return hookwarden.FlowPolicy{Destination: d.FullName(source), Concurrency: d.Concurrency, Rate: r,
+		PauseAfter: d.PauseAfter, ProbeEvery: d.Backoff.Max.D(), Ordered: d.OrderBy != ""}
+}
+
+// FlowPolicies lists the flow policy of every configured destination.
+func (c *Config) FlowPolicies() []hookwarden.FlowPolicy {
+	var out []hookwarden.FlowPolicy
+	for _, s := range c.Sources {
+		for _, d := range s.Destinations {
+			out = append(out, d.FlowPolicy(s.Name))
+		}
+	}
+	return out
 }
 
 // Backoff bounds the retry delays of a destination.
@@ -580,6 +612,19 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 		}
 		if d.Filter != "" {
 			checkFilter(dp+".filter", d.Filter, add)
+		}
+		if d.Rate != "" {
+			if _, err := hookwarden.ParseRate(d.Rate); err != nil {
+				add(dp+".rate", "%v", err)
+			}
+		}
+		if d.OrderBy != "" {
+			if _, err := extract.Parse(d.OrderBy); err != nil {
+				add(dp+".order_by", "%v", err)
+			}
+		}
+		if d.PauseAfter < 0 {
+			add(dp+".pause_after", "must be 0 (never) or more")
 		}
 	}
 }

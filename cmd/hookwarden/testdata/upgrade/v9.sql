@@ -1,8 +1,5 @@
--- Schema version 9: what a file is (store_marks: here, a partial export),
--- and the instance a run belongs to (runs.instance, as an export of a
--- PostgreSQL store keeps it).
-INSERT INTO store_marks (kind, at, since, origin, target) VALUES
-  ('export', '2025-01-02T00:00:00.000000Z', '2025-01-01T00:00:00.000000Z', 'postgres://db.example:5432/hookwarden', NULL);
-
-INSERT INTO runs (id, started_at, heartbeat_at, stopped_at, version, pid, instance) VALUES
-  (90, '2025-01-01T12:00:00.000000Z', '2025-01-01T12:30:00.000000Z', '2025-01-01T12:30:00.000000Z', 'v1.9.0', 4242, 'receiver-b');
+-- Schema version 9 adds flow control: a destination paused by hand, with
+-- a failure streak and a rate bucket (not stripe/app, whose jobs the test
+-- leases after the upgrade).
+INSERT INTO destination_flow (destination, pause, paused_at, failures, next_probe_at, tokens, tokens_at) VALUES
+  ('stripe/held', 'manual', '2025-01-02T00:00:00.000000Z', 3, NULL, 4.5, '2025-01-02T00:00:01.000000Z');
