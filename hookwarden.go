@@ -66,6 +66,11 @@ type Receipt struct {
 	BodyReplayCheck bool
 	// Token is the request's one-time token (Mailgun), nil for other schemes.
 	Token *Token
+	// Backfill: recovered from the provider's API by a backfill run, not
+	// received. It takes the same claim; a duplicate of it (or it of a live
+	// copy) is never flagged divergent, since the API's JSON may differ from
+	// the webhook's bytes. Shown as a receipt of kind "backfill".
+	Backfill bool
 }
 
 // Token is a one-time token a verified request carries. The store keeps it

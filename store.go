@@ -23,6 +23,7 @@ type Store interface {
 	FlowOperator
 	FlowInspector
 	Health
+	BackfillLog
 
 	// Backup writes a consistent snapshot of the store to dest, a new file
 	// that the --db commands can open. It fails with an error wrapping

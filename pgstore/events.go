@@ -284,7 +284,7 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwar
 			d.Body, d.ContentType = element, "application/json"
 		}
 		for _, r := range d.ReceiptLog {
-			if r.Kind != "accepted" {
+			if r.Kind != "accepted" && r.Kind != "backfill" { // the claim's receipt
 				continue
 			}
 			if !r.PrunedAt.IsZero() && !d.SummaryOnly {
@@ -329,10 +329,11 @@ func (s *Store) QuarantinedReceipt(ctx context.Context, source string, id int64)
 // receipts, then the batches it was an element of, in arrival order.
 func loadReceipts(ctx context.Context, tx pgx.Tx, d *hookwarden.EventDetail) error {
 	rows, err := tx.Query(ctx, `
-SELECT r.id, r.kind, false, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at
+SELECT r.id, CASE WHEN r.origin = 'backfill' AND r.kind = 'accepted' THEN 'backfill' ELSE r.kind END,
+	false, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at, COALESCE(r.origin, '')
 FROM receipts r WHERE r.event_ref = $1
 UNION ALL
-SELECT r.id, re.kind, true, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at
+SELECT r.id, re.kind, true, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at, ''
 FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.event_ref = $1
 ORDER BY 1`, d.Ref)
 	if err != nil {
@@ -345,7 +346,7 @@ ORDER BY 1`, d.Ref)
 		var headers string
 		var sum []byte
 		var pruned *time.Time
-		if err := rows.Scan(&r.ID, &r.Kind, &r.Batch, &at, &r.RemoteAddr, &headers, &r.Body, &sum, &pruned); err != nil {
+		if err := rows.Scan(&r.ID, &r.Kind, &r.Batch, &at, &r.RemoteAddr, &headers, &r.Body, &sum, &pruned, &r.Origin); err != nil {
 			return fmt.Errorf("show event receipts: %w", err)
 		}
 		r.Header = decodeHeaders(headers)

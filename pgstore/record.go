@@ -179,7 +179,28 @@ func (rc *recording) claim(ctx context.Context, ev *hookwarden.Event) (ref int64
 		rc.r.Source, ev.ID).Scan(&ref, &sum); err != nil {
 		return 0, false, false, false, fmt.Errorf("look up claimed event: %w", err)
 	}
-	return ref, false, len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0, nil
+	divergent, unknown = len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0
+	if divergent {
+		if divergent, unknown, err = rc.backfillCopy(ctx, ref); err != nil {
+			return 0, false, false, false, err
+		}
+	}
+	return ref, false, divergent, unknown, nil
+}
+
+// backfillCopy applies the backfill rule to a duplicate whose bytes differ
+// from its claim's: when either copy came from a backfill (the API's JSON
+// may differ from the webhook's bytes) it is not divergent, but its body is
+// kept (unknown), as for a claim whose hash retention removed.
+func (rc *recording) backfillCopy(ctx context.Context, ref int64) (divergent, unknown bool, err error) {
+	backfilled := rc.r.Backfill
+	if !backfilled {
+		if err := rc.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM receipts WHERE event_ref = $1 AND kind = 'accepted' AND origin = 'backfill')`,
+			ref).Scan(&backfilled); err != nil {
+			return false, false, fmt.Errorf("look up backfilled claim: %w", err)
+		}
+	}
+	return !backfilled, backfilled, nil
 }
 
 // receiptKind is what a single-event receipt is stored as, and the body it
@@ -213,9 +234,13 @@ func receiptHash(r *hookwarden.Receipt, kind string, body []byte) []byte {
 
 func (rc *recording) insertReceipt(ctx context.Context, ref any, kind string, body []byte, reason any) (int64, error) {
 	var id int64
-	err := rc.tx.QueryRow(ctx, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-		rc.r.Source, ref, kind, rc.at, rc.r.RemoteAddr, rc.headers, body, receiptHash(rc.r, kind, body), reason).Scan(&id)
+	var origin any
+	if rc.r.Backfill {
+		origin = "backfill"
+	}
+	err := rc.tx.QueryRow(ctx, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason, origin)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+		rc.r.Source, ref, kind, rc.at, rc.r.RemoteAddr, rc.headers, body, receiptHash(rc.r, kind, body), reason, origin).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert receipt: %w", err)
 	}

@@ -1,7 +1,7 @@
 package sqlitestore
 
 // Marks: a file that is an export or a database moved to PostgreSQL says so
-// (migration 0010), and serve refuses it.
+// (migration 0011), and serve refuses it.
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func (e *MarkError) Error() string {
 }
 
 // readMarks reads the marks of the database behind db; a file older than
-// schema 10 has none.
+// schema 11 has none.
 func readMarks(ctx context.Context, db *sql.DB) ([]Mark, error) {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'store_marks'`).Scan(&n); err != nil {

@@ -99,6 +99,8 @@ func Run(t *testing.T, h Harness) {
 		{"Inspect/QuarantinePages", testQuarantinePages},
 		{"BackupReadable", testBackup},
 		{"Health/LastWrite", testHealth},
+		{"Backfill/Recorded", testBackfillRecorded},
+		{"Backfill/Runs", testBackfillRuns},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -49,8 +49,12 @@ type App struct {
 	// one process's).
 	countInstances func(context.Context)
 
-	stopBG context.CancelFunc
-	wg     sync.WaitGroup
+	// backfill runs serve's backfills (backfillserve.go): automatic ones,
+	// and those the API and the dashboard start, on bg.
+	backfill *backfiller
+	bg       context.Context
+	stopBG   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // NewApp prepares an App for a validated configuration.
@@ -96,6 +100,9 @@ func (a *App) Open(ctx context.Context) (err error) {
 		a.Metrics.SetRetentionMargin(s.Name, a.cfg.RetentionMargin(&s))
 		a.Metrics.SetExpectWithin(s.Name, s.ExpectWithin.D())
 		a.Metrics.SetLastAccepted(s.Name, last[s.Name])
+		if s.Backfill != nil {
+			a.Metrics.InitBackfill(s.Name)
+		}
 	}
 	for _, d := range dests {
 		a.Metrics.InitDestination(d)
@@ -138,6 +145,7 @@ func (a *App) Open(ctx context.Context) (err error) {
 		Logger:           a.log,
 		TrustedProxies:   proxies,
 	})
+	a.backfill = a.newServeBackfiller()
 	a.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookwarden_receiver_inflight_bytes",
 		Help: "Request body bytes held in memory now, of limits.max_inflight_bytes."},
 		func() float64 { return float64(a.Receiver.InflightBytes()) }))
@@ -187,7 +195,7 @@ func (a *App) Open(ctx context.Context) (err error) {
 	// the usual delivery costs no lease write and no event read.
 	a.Store.SetDirect(a.Workers)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBG = stopBG
+	a.bg, a.stopBG = bg, stopBG
 	a.serve(a.hookSrv, a.hookLn, "receiver")
 	a.serve(a.adminSrv, a.adminLn, "admin")
 	a.wg.Add(1)
@@ -196,6 +204,8 @@ func (a *App) Open(ctx context.Context) (err error) {
 	go a.outboxLoop(bg)
 	a.wg.Add(1)
 	go a.pruneLoop(bg) // loops.go: retention, hourly, in small batches
+	a.wg.Add(1)
+	go a.autoBackfill(bg) // backfillserve.go: outage windows found at start
 	a.log.Info("hookwarden serving", "receiver", a.hookLn.Addr().String(), "admin", a.adminLn.Addr().String(),
 		"database", a.Store.Path(), "sources", len(sources), "destinations", len(wdests), "version", versionString())
 	return nil

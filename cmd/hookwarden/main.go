@@ -101,6 +101,7 @@ func newRootCmd(g *globals, args []string) *cobra.Command {
 		newBackupCmd(g),
 		newExportCmd(g),
 		newMigrateStoreCmd(g),
+		newBackfillCmd(g),
 		newSignCmd(g),
 		newVersionCmd(g),
 		newServeProfiledCmd(g), // hidden: make bench

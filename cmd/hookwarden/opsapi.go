@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"time"
+
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/admin"
 )
@@ -16,6 +19,9 @@ func (a *App) apiOptions() admin.APIOptions {
 		Stale:        gapStale,
 		MinClean:     defaultMinClean,
 		Notify:       func(d ...string) { a.Workers.Notify(d...) },
-		Logger:       a.log,
+		Backfill: func(ctx context.Context, source string, from, to time.Time, audit *hookwarden.AuditEntry) (int64, error) {
+			return a.startBackfill(ctx, source, from, to, audit, false)
+		},
+		Logger: a.log,
 	}
 }

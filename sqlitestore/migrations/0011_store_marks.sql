@@ -1,4 +1,4 @@
--- Hookwarden schema, version 10: what a file is, besides a live database
+-- Hookwarden schema, version 11: what a file is, besides a live database
 -- (issue 15). Additive only.
 --
 -- store_marks: at most one row per kind.
