@@ -179,6 +179,11 @@ func startAt(data string, extra ...Settings) (*Cluster, error) {
 		}
 	}
 	if data != "" {
+		// So that reapOrphans finds a data directory kept elsewhere.
+		if err := os.WriteFile(filepath.Join(c.Dir, dataFile), []byte(data), 0o644); err != nil {
+			os.RemoveAll(c.Dir)
+			return nil, err
+		}
 		if err := os.MkdirAll(data, 0o700); err != nil {
 			os.RemoveAll(c.Dir)
 			return nil, err
@@ -413,8 +418,12 @@ func Database(tb testing.TB) string {
 	return c.NewDatabase(tb)
 }
 
-// ownerFile holds the pid of the test process that started a cluster.
-const ownerFile = "owner.pid"
+// ownerFile holds the pid of the test process that started a cluster;
+// dataFile, of a cluster started by StartAt, its data directory.
+const (
+	ownerFile = "owner.pid"
+	dataFile  = "data.path"
+)
 
 // reapOrphans stops and removes the clusters of test processes that died
 // without stopping them (a -timeout, a kill): pg_ctl's server outlives
@@ -431,12 +440,15 @@ func reapOrphans(bin string) {
 			continue // its owner is alive (or the pid is reused: leave it)
 		}
 		c := &Cluster{Dir: d, bin: bin}
+		if b, err := os.ReadFile(filepath.Join(d, dataFile)); err == nil {
+			c.dataDir = string(b)
+		}
 		if fi, err := os.Stat(d); err == nil && os.Geteuid() == 0 {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 				c.cred = &syscall.Credential{Uid: st.Uid, Gid: st.Gid}
 			}
 		}
-		if _, err := os.Stat(filepath.Join(d, "data", "postmaster.pid")); err == nil {
+		if _, err := os.Stat(filepath.Join(c.data(), "postmaster.pid")); err == nil {
 			_, _ = c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "-t", "30", "stop")
 		}
 		os.RemoveAll(d)
