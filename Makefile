@@ -63,7 +63,7 @@ bench: build ## full benchmark (about 13 min): harness with 10 s cells, 60 s end
 	./bin/hookbench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-bench-quick: build ## quick benchmark (about 2 min): 3 s cells, 10 s end-to-end and sustained, no body sweep
+bench-quick: build ## quick benchmark (about 3 min): 3 s cells, 10 s end-to-end and sustained, no body sweep, the PostgreSQL cell
 	$(GO) build -o bin/hookbench ./cmd/hookbench
 	./bin/hookbench -quick $(BENCH_ARGS)
 
@@ -75,7 +75,7 @@ bench-go: ## the Go benchmarks of the hot paths only
 # Mount scenarios need root. Not under -race (it skips itself in `make test`).
 TORTURE_TABLE ?= $(CURDIR)/bin/torture.txt
 TORTURE_FLAGS ?=
-torture-short: ## short forms of the torture tests (about 2 min, CI)
+torture-short: ## short forms of the torture tests (about 3 min, CI)
 	@mkdir -p bin; rm -f $(TORTURE_TABLE); HOOKWARDEN_TORTURE=short HOOKWARDEN_TORTURE_TABLE=$(TORTURE_TABLE) \
 	  $(GO) test -count=1 -timeout=15m $(TORTURE_FLAGS) ./test/torture/; rc=$$?; cat $(TORTURE_TABLE) 2>/dev/null; exit $$rc
 

@@ -87,7 +87,7 @@ type options struct {
 	phases      map[string]bool
 }
 
-var allPhases = []string{"matrix", "bodies", "e2e", "sustain", "burst", "profile"}
+var allPhases = []string{"matrix", "bodies", "e2e", "postgres", "sustain", "burst", "profile"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("hookbench", flag.ContinueOnError)
@@ -225,6 +225,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		{"matrix", b.matrix},
 		{"bodies", b.bodySweep},
 		{"e2e", b.endToEnd},
+		{"postgres", b.postgresPhase},
 		{"sustain", b.sustained},
 		{"burst", b.burstPhase},
 		{"profile", b.profilePhase},

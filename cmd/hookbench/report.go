@@ -173,6 +173,7 @@ type report struct {
 	Redrive           *redriveReport `json:"redrive,omitempty"`
 	Burst             *burstReport   `json:"burst,omitempty"`
 	DB                *dbReport      `json:"database,omitempty"`
+	Postgres          *pgReport      `json:"postgres,omitempty"`
 	Profile           map[string]any `json:"profile,omitempty"`
 	Targets           []targetCheck  `json:"targets"`
 	Cells             []cell         `json:"cells"`
@@ -235,6 +236,11 @@ func (r *report) evaluate() {
 		add(targetCheck{Name: "end-to-end delivered events/s, ratio to baseline acks/s", Value: e.RatioBaseline, Target: ">= 0.25",
 			Met: e.RatioBaseline >= 0.25 && e.Delivered >= int(e.Distinct)})
 	}
+	if p := r.Postgres; p != nil && len(p.Cells) > 0 {
+		one := p.Cells[0]
+		add(targetCheck{Name: "PostgreSQL, 1 instance: acks/s at 64 conns, ratio to SQLite", Value: one.AcksRatio, Target: ">= 0.5", Met: one.AcksRatio >= 0.5})
+		add(targetCheck{Name: "PostgreSQL, 1 instance: p99 at 64 conns, ratio to SQLite", Value: one.P99Ratio, Target: "<= 2", Met: one.P99Ratio > 0 && one.P99Ratio <= 2})
+	}
 	if s := r.Sustained; s != nil {
 		add(targetCheck{Name: "sustained delivery at 0.25 of baseline, ratio delivered/baseline acks", Value: s.RatioBaseline,
 			Target: ">= 0.25 with the outbox bounded", Met: s.RatioBaseline >= 0.245 && s.Bounded,
@@ -283,6 +289,18 @@ func (r *report) print(w io.Writer) {
 	if d := r.DB; d != nil {
 		fmt.Fprintf(w, "database: %d events, %d bytes: %.0f bytes per event (%d B body + %.0f); after pruning payloads %.0f bytes per event\n",
 			d.Events, d.FileBytes, d.BytesPerEvent, d.BodyBytes, d.OverBody, d.PrunedPerEvent)
+	}
+	if p := r.Postgres; p != nil {
+		if p.Skipped != "" {
+			fmt.Fprintf(w, "postgres: %s\n", p.Skipped)
+		}
+		for _, c := range append([]pgCell{p.SQLite}, p.Cells...) {
+			if c.Store == "" {
+				continue
+			}
+			fmt.Fprintf(w, "%-8s x%d: %.0f acks/s (%.2f of SQLite), p99 %.2f ms (%.2f×), e2e %.0f delivered/s (%.2f), hookwarden %.1f µs/ack, PostgreSQL %.1f µs/ack (%.2f cores)\n",
+				c.Store, c.Instances, c.Load.AcksPerSec, c.AcksRatio, c.Load.P99, c.P99Ratio, c.E2E, c.E2ERatio, c.HookwardenCPU, c.PostgresCPU, c.PostgresCores)
+		}
 	}
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range r.Targets {
