@@ -82,6 +82,9 @@ type generator struct {
 	bodySize int
 	prefix   string // run-unique part of every event id
 	next     atomic.Uint64
+	// stripe makes the body a Stripe-like invoice.paid event (filter.go)
+	// instead of a bench.event.
+	stripe bool
 }
 
 const idDigits = 10
@@ -130,6 +133,10 @@ func newLoadConn(spec *loadSpec, seed uint64) *loadConn {
 	head := []byte(`{"id":"`)
 	lc.idAt = len(head)
 	b := g.appendID(head, 0)
+	if g.stripe {
+		lc.body = stripeBody(b, g.bodySize)
+		return lc
+	}
 	b = append(b, `","type":"bench.event","data":{"object":"invoice","pad":"`...)
 	tail := `"}}`
 	for len(b) < g.bodySize-len(tail) {

@@ -87,7 +87,7 @@ type options struct {
 	phases      map[string]bool
 }
 
-var allPhases = []string{"matrix", "bodies", "e2e", "postgres", "sustain", "burst", "profile"}
+var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "profile"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("hookbench", flag.ContinueOnError)
@@ -184,8 +184,10 @@ type bench struct {
 	key    []byte
 	sink   *sink
 	gens   map[int]*generator
-	rep    *report
-	runs   int
+	// stripeGen makes the filter phase's Stripe-like events.
+	stripeGen *generator
+	rep       *report
+	runs      int
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
@@ -224,6 +226,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}{
 		{"matrix", b.matrix},
 		{"bodies", b.bodySweep},
+		{"filter", b.filterPhase},
 		{"e2e", b.endToEnd},
 		{"postgres", b.postgresPhase},
 		{"sustain", b.sustained},
@@ -275,29 +278,47 @@ func (b *bench) hwOptions(dir, sinkPath string, maxBody int) hwOptions {
 
 // cell runs one measurement against a fresh server.
 func (b *bench) cell(ctx context.Context, target string, conns, body, round int) (cell, error) {
-	c := cell{Target: target, Round: round, BodyBytes: body}
-	var s *server
-	var err error
-	if target == "baseline" {
-		s, err = startBaseline(ctx, b.secret)
-	} else {
+	start := func() (*server, error) {
+		if target == "baseline" {
+			return startBaseline(ctx, b.secret)
+		}
 		// Deliveries are parked at the sink (/hold): this cell measures
 		// acknowledging, with the jobs written but not yet delivered.
-		s, err = startHookwarden(ctx, b.hwOptions(b.dir("cell"), "/hold", 2*body+4096))
+		return startHookwarden(ctx, b.hwOptions(b.dir("cell"), "/hold", 2*body+4096))
 	}
+	return b.measure(cell{Target: target, Round: round, BodyBytes: body}, conns, cellRun{start: start, gen: b.gen(body)})
+}
+
+// cellRun is what one cell runs: the server it starts and the requests it sends.
+type cellRun struct {
+	start func() (*server, error)
+	gen   *generator
+	// after, if set, checks the server once it has stopped, before its
+	// directory is removed.
+	after func(*server) error
+}
+
+// measure starts a fresh server, loads it for one cell and stops it.
+func (b *bench) measure(c cell, conns int, cr cellRun) (_ cell, err error) {
+	s, err := cr.start()
 	if err != nil {
 		return c, err
 	}
+	hw := s.adminAddr != "" // hookwarden, with metrics
 	defer func() {
 		b.sink.releaseAll()
 		if err := s.stop(); err != nil {
 			b.printf("  stop: %v\n", err)
 		}
 		b.sink.rehold()
+		if cr.after != nil && err == nil {
+			err = cr.after(s)
+		}
 		if s.dir != "" && !b.o.keep {
 			os.RemoveAll(s.dir)
 		}
 	}()
+	body := c.BodyBytes
 	maxReq := b.o.maxRequests
 	if mb := int64(body); mb > 64<<10 {
 		maxReq = min(maxReq, (1<<30)/mb) // at most 1 GiB of bodies per cell
@@ -305,10 +326,10 @@ func (b *bench) cell(ctx context.Context, target string, conns, body, round int)
 	var cpuAtWindow float64
 	var m0 map[string]float64
 	res := runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: conns, Warmup: b.o.warmup,
-		Duration: b.o.duration, MaxRequests: maxReq, DupShare: b.o.dup, Gen: b.gen(body),
+		Duration: b.o.duration, MaxRequests: maxReq, DupShare: b.o.dup, Gen: cr.gen,
 		OnMeasure: func() {
 			cpuAtWindow = s.cpuSeconds()
-			if target == "hookwarden" {
+			if hw {
 				m0, _ = s.metrics()
 			}
 		}})
@@ -318,7 +339,7 @@ func (b *bench) cell(ctx context.Context, target string, conns, body, round int)
 		c.ClientCPUPerAck = res.ClientCPU / float64(res.Acks) * 1e6
 	}
 	c.PeakRSSMiB = s.peakRSSMiB()
-	if target == "hookwarden" {
+	if hw {
 		if m1, err := s.metrics(); err == nil && m0 != nil {
 			c.AvgBatch, c.Commits, c.WriterBusy = windowStats(m0, m1, res.Seconds)
 		}
@@ -327,7 +348,7 @@ func (b *bench) cell(ctx context.Context, target string, conns, body, round int)
 	if c.AvgBatch > 0 {
 		extra = fmt.Sprintf("  batch %.1f  writer busy %.0f%%", c.AvgBatch, 100*c.WriterBusy)
 	}
-	b.printf("  %-10s conns %3d body %6d round %d: %s  cpu %.1f µs/ack%s\n", target, conns, body, round, res,
+	b.printf("  %-10s conns %3d body %6d round %d: %s  cpu %.1f µs/ack%s\n", c.Target, conns, body, c.Round, res,
 		c.ServerCPUPerAck, extra)
 	return c, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -112,6 +113,15 @@ type hwOptions struct {
 	// profile: run `serve-profiled` writing cpu.pprof and heap.pprof in dir.
 	profile bool
 	trace   bool // with profile: also an execution trace (trace.out)
+	// destinations, if set, replace the one destination "sink"; all of them
+	// deliver to sinkURL.
+	destinations []hwDestination
+}
+
+// hwDestination is one destination of the bench source.
+type hwDestination struct {
+	name   string
+	filter string // a CEL filter; empty: none
 }
 
 const hwConfig = `# written by hookbench
@@ -129,13 +139,31 @@ sources:
     scheme: standard
     secrets: ["env:HOOKBENCH_SECRET"]
     destinations:
-      - name: sink
+%s`
+
+const hwDestinationConfig = `      - name: %s
         url: "%s"
         signing_secret: "env:HOOKBENCH_SECRET"
         timeout: 10s
         concurrency: %d
         backoff: { initial: 100ms, max: 1s }
 `
+
+// destinationsConfig is the YAML list of o's destinations.
+func (o hwOptions) destinationsConfig() string {
+	ds := o.destinations
+	if len(ds) == 0 {
+		ds = []hwDestination{{name: "sink"}}
+	}
+	var b strings.Builder
+	for _, d := range ds {
+		fmt.Fprintf(&b, hwDestinationConfig, d.name, o.sinkURL, o.concurrency)
+		if d.filter != "" {
+			fmt.Fprintf(&b, "        filter: %q\n", d.filter)
+		}
+	}
+	return b.String()
+}
 
 // startHookwarden runs the real binary on a fresh (or the given) database.
 func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
@@ -157,7 +185,7 @@ func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 	if o.dbURL != "" {
 		database = fmt.Sprintf("{ url: %q }", o.dbURL)
 	}
-	body := fmt.Sprintf(hwConfig, addr, admin, database, max(o.maxBody, 1<<20), o.sinkURL, o.concurrency)
+	body := fmt.Sprintf(hwConfig, addr, admin, database, max(o.maxBody, 1<<20), o.destinationsConfig())
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		return nil, err
 	}
