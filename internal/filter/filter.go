@@ -25,7 +25,6 @@
 package filter
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -163,10 +162,7 @@ func (e *Event) ResolveName(name string) (any, bool) {
 		return e.Request.headerVal(), true
 	case "body":
 		if e.body == nil {
-			var v any
-			if json.Unmarshal(e.Body, &v) != nil {
-				v = nil
-			}
+			v, _ := decodeJSON(e.Body) // nil (null) when not JSON
 			e.body = types.DefaultTypeAdapter.NativeToValue(v)
 		}
 		return e.body, true
