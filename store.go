@@ -113,6 +113,15 @@ type Waiter interface {
 	Waiting(destination string)
 }
 
+// Waker is implemented by a Direct pool that can be woken when jobs of a
+// destination became due in the store by another process's commit (a
+// shared store's notification: pgstore's LISTEN/NOTIFY), so that it
+// leases them now rather than at its next poll. No name wakes every
+// destination; unknown names are ignored. It must not block.
+type Waker interface {
+	Notify(destinations ...string)
+}
+
 // RunLog records serve's runs, so outages can be told from the store alone.
 type RunLog interface {
 	// StartRun records the start of a serve process and returns its id.

@@ -325,7 +325,8 @@ func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
 	defer cancel()
 	// next_at already passed when the job was leased: LEAST keeps it (its
 	// place in the order, and a HOT update) unless it is somehow later.
-	tag, err := s.pool.Exec(ctx, releaseSQL, s.now(), s.instance(), s.holder(), s.opts.Stale.Microseconds())
+	// Announced (notify.go): other live instances may deliver them now.
+	tag, err := s.pool.Exec(ctx, s.notifying(releaseSQL+` RETURNING destination`), s.now(), s.instance(), s.holder(), s.opts.Stale.Microseconds())
 	if err != nil {
 		return 0, fmt.Errorf("%w: release leases: %w", hookwarden.ErrUnavailable, err)
 	}
@@ -339,9 +340,11 @@ func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
 func (s *Store) Unlease(ctx context.Context, job hookwarden.Job) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `UPDATE jobs SET attempts = attempts - 1,
+	// Announced (notify.go): another instance may have a free slot.
+	if _, err := s.pool.Exec(ctx, s.notifying(`UPDATE jobs SET attempts = attempts - 1,
 		next_at = LEAST(next_at, COALESCE($1::timestamptz, now())), leased_until = NULL
-		WHERE id = $2 AND state = 'pending' AND attempts = $3 AND leased_until IS NOT NULL`,
+		WHERE id = $2 AND state = 'pending' AND attempts = $3 AND leased_until IS NOT NULL
+		RETURNING destination`),
 		s.now(), job.ID, job.Attempt); err != nil {
 		return fmt.Errorf("%w: unlease job %d: %w", hookwarden.ErrUnavailable, job.ID, err)
 	}

@@ -91,7 +91,8 @@ type recording struct {
 	// gives them back, so only Record sets it: a caller of jobs outside
 	// run gets pending jobs and holds no slot.
 	direct bool
-	handed []handed // jobs of this try created leased to a Direct slot
+	handed []handed  // jobs of this try created leased to a Direct slot
+	due    []string // destinations of this try's jobs not handed over: announced at COMMIT
 }
 
 func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err error) {
@@ -112,9 +113,12 @@ func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err er
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}()
-	rc.tx = tx
+	rc.tx, rc.due = tx, rc.due[:0]
 	rc.res = hookwarden.RecordResult{Events: make([]hookwarden.EventResult, len(rc.r.Events))}
 	if err := rc.record(ctx); err != nil {
+		return hookwarden.RecordResult{}, err
+	}
+	if err := rc.s.announce(ctx, tx, rc.due); err != nil {
 		return hookwarden.RecordResult{}, err
 	}
 	if testBeforeCommit != nil {
@@ -267,6 +271,7 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 					return 0, err
 				}
 				rc.s.waiting(d)
+				rc.due = append(rc.due, d)
 				continue
 			}
 			plain = append(plain, d)
@@ -297,6 +302,11 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 		// the slot back.
 		rc.handed = append(rc.handed, handed{slot: slot, dest: d})
 		leases[i] = max(slot.LeaseFor().Microseconds(), 1)
+	}
+	for i, d := range plain {
+		if leases[i] == 0 { // not handed over: any instance's workers may lease it
+			rc.due = append(rc.due, d)
+		}
 	}
 	args := []any{ref, plain, leases, rc.now, rc.s.holder()}
 	if len(rc.handed) == first {

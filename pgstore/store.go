@@ -103,6 +103,10 @@ type Store struct {
 
 	run    atomic.Int64                      // this process's run (StartRun): the holder of its leases
 	direct atomic.Pointer[hookwarden.Direct] // SetDirect
+
+	listenCfg *pgx.ConnConfig // the LISTEN connection's: the pool's, without its tracer
+	listen    listener        // started by SetDirect with a hookwarden.Waker
+	noNotify  bool            // set by a benchmark: announce nothing
 }
 
 // SettingError is a server setting that breaks the promise of a durable
@@ -174,7 +178,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.AfterConnect = checkSettings
-	s := &Store{opts: opts, log: log, address: address(cfg.ConnConfig)}
+	s := &Store{opts: opts, log: log, address: address(cfg.ConnConfig), listenCfg: cfg.ConnConfig.Copy()}
 	s.health.onCommit = opts.OnCommit
 	s.health.next = opts.tracer // a test's, seeing every statement too
 	cfg.ConnConfig.Tracer = &s.health
@@ -197,9 +201,11 @@ func address(c *pgx.ConnConfig) string {
 	return fmt.Sprintf("postgres://%s:%d/%s", c.Host, c.Port, c.Database)
 }
 
-// Close closes the pool, waiting for the calls under way.
+// Close stops the listener and closes the pool, waiting for the calls
+// under way.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	s.stopListener()
 	s.pool.Close()
 	return nil
 }
