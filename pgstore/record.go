@@ -92,7 +92,7 @@ type recording struct {
 	// run gets pending jobs and holds no slot.
 	direct bool
 	handed []handed  // jobs of this try created leased to a Direct slot
-	due    []string // destinations of this try's jobs not handed over: announced at COMMIT
+	due    []string // destinations of this try's jobs not handed over: announced once committed
 }
 
 func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err error) {
@@ -118,15 +118,13 @@ func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err er
 	if err := rc.record(ctx); err != nil {
 		return hookwarden.RecordResult{}, err
 	}
-	if err := rc.s.announce(ctx, tx, rc.due); err != nil {
-		return hookwarden.RecordResult{}, err
-	}
 	if testBeforeCommit != nil {
 		testBeforeCommit(ctx, tx)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return hookwarden.RecordResult{}, fmt.Errorf("%w: %w", errCommit, err)
 	}
+	rc.s.announceCommitted(rc.due) // after COMMIT, off the ack path (notify.go)
 	return rc.res, nil
 }
 

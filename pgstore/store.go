@@ -106,6 +106,7 @@ type Store struct {
 
 	listenCfg *pgx.ConnConfig // the LISTEN connection's: the pool's, without its tracer
 	listen    listener        // started by SetDirect with a hookwarden.Waker
+	announcer announcer       // Record's announcements, sent after its COMMIT
 	noNotify  bool            // set by a benchmark: announce nothing
 }
 
@@ -201,11 +202,12 @@ func address(c *pgx.ConnConfig) string {
 	return fmt.Sprintf("postgres://%s:%d/%s", c.Host, c.Port, c.Database)
 }
 
-// Close stops the listener and closes the pool, waiting for the calls
-// under way.
+// Close stops the listener, sends the announcements gathered and closes
+// the pool, waiting for the calls under way.
 func (s *Store) Close() error {
 	s.closed.Store(true)
 	s.stopListener()
+	s.flushAnnouncements()
 	s.pool.Close()
 	return nil
 }
