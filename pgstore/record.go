@@ -91,7 +91,7 @@ type recording struct {
 	// gives them back, so only Record sets it: a caller of jobs outside
 	// run gets pending jobs and holds no slot.
 	direct bool
-	handed []handed  // jobs of this try created leased to a Direct slot
+	handed []handed // jobs of this try created leased to a Direct slot
 	due    []string // destinations of this try's jobs not handed over: announced once committed
 }
 
