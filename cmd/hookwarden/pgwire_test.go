@@ -845,3 +845,56 @@ func shortTimeout(t *testing.T, c *child) {
 	}
 }
 
+
+// TestServeListensOnPostgres: each serve on database.url holds one LISTEN
+// connection (named in pg_stat_activity) and says so in its log; a replay
+// from the CLI, which wakes no process itself, is delivered by them, and a
+// listener whose backend is terminated connects again. How soon is left to
+// pgstore's tests (the wake-up itself): here, that the binary wires it.
+func TestServeListensOnPostgres(t *testing.T) {
+	url := pgtest.Database(t)
+	d, dest := newDeliveries(t)
+	var logs [2]lockedBuffer
+	var cs [2]*child
+	for i := range cs {
+		cs[i] = newChildOn(t, pgURLDB(url), dest, "info")
+		cs[i].startLogged(&logs[i])
+	}
+	defer func() {
+		for _, c := range cs {
+			c.stop()
+		}
+	}()
+	for _, c := range cs {
+		c.ready()
+	}
+	listeners := func() int64 {
+		return pgCount(t, url, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hookwarden listener'
+			AND datname = current_database()`)
+	}
+	waitFor(t, "a listener per serve", func() bool { return listeners() == 2 })
+	for i := range logs {
+		if !strings.Contains(logs[i].String(), `"msg":"store: listening for due jobs"`) {
+			t.Fatalf("serve %d does not log its listener:\n%s", i, logs[i].String())
+		}
+	}
+	sendEvents(t, cs[0], "ln", 1)
+	waitFor(t, "the delivery", func() bool { return d.of("ln_0") == 1 })
+	if code, stdout, stderr := runBin(t, "replay", "--config", cs[0].cfg, "std", "ln_0"); code != 0 {
+		t.Fatalf("replay: exit %d\n%s%s", code, stdout, stderr)
+	}
+	waitFor(t, "the replay delivered", func() bool { return d.of("ln_0") == 2 })
+
+	if n := pgCount(t, url, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'hookwarden listener' AND datname = current_database()`); n != 2 {
+		t.Fatalf("terminated %d listeners, want 2", n)
+	}
+	waitFor(t, "both listeners back", func() bool {
+		return listeners() == 2 && strings.Count(logs[0].String()+logs[1].String(), `"msg":"store: listening for due jobs"`) == 4
+	})
+	for i := range logs {
+		if !strings.Contains(logs[i].String(), `"msg":"store: LISTEN connection lost, reconnecting (polling covers meanwhile)"`) {
+			t.Fatalf("serve %d does not log its listener's loss:\n%s", i, logs[i].String())
+		}
+	}
+}
