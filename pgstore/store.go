@@ -24,7 +24,10 @@
 // Destinations), Health (the last write's outcome through the pool's
 // tracer; Ping a one-row write), and Backup, which refuses (pg_dump, or
 // hookwarden export; export and migrate-store copy rows through
-// internal/storecopy). Missing: LISTEN/NOTIFY.
+// internal/storecopy), and LISTEN/NOTIFY (notify.go: the transactions that
+// make jobs due announce their destinations, Record's after its COMMIT, and
+// SetDirect with a hookwarden.Waker starts a listener on a connection of
+// its own that wakes the pool; polling stays the safety net).
 package pgstore
 
 import (
