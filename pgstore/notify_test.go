@@ -195,3 +195,56 @@ func BenchmarkRecordNotify(b *testing.B) {
 		})
 	}
 }
+
+// TestNotifyOrderedKeyAndUnlease: the delivery that makes an order_by
+// key's next job due, and a job given back by a draining pool, wake the
+// other instance.
+func TestNotifyOrderedKeyAndUnlease(t *testing.T) {
+	url := pgtest.Database(t)
+	a, b := open(t, url, Options{Instance: "a"}), open(t, url, Options{Instance: "b"})
+	ctx := context.Background()
+	if err := a.SetFlow(ctx, []hookwarden.FlowPolicy{{Destination: "gh/ord", Concurrency: 1, Ordered: true}}); err != nil {
+		t.Fatal(err)
+	}
+	w := listening(t, b)
+	for _, id := range []string{"k1", "k2"} {
+		r := receipt("gh", id, `{"id":"`+id+`"}`, "gh/ord")
+		r.Events[0].OrderKeys = []string{"K"}
+		if _, err := a.Record(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Announcements reach a listener in order, and one statement's in its
+	// (sorted) order: once zz/mark is heard, so are both receipts'.
+	if _, err := a.Record(ctx, receipt("gh", "mark", `{"id":"mark"}`, "zz/mark")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return w.heard("zz/mark") == 1 })
+	base := w.heard("gh/ord")
+	if base == 0 {
+		t.Fatal("the ordered receipts announced nothing")
+	}
+
+	lease := func() hookwarden.Job {
+		t.Helper()
+		jobs, err := a.Lease(ctx, "gh/ord", 1, time.Minute)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("lease: %v %v", jobs, err)
+		}
+		return jobs[0]
+	}
+	j := lease()
+	if err := a.Finish(ctx, hookwarden.Attempt{JobID: j.ID, Number: j.Attempt, StartedAt: time.Now(), ExitCode: -1,
+		StatusCode: 200, Verdict: hookwarden.Delivered, Destination: "gh/ord"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return w.heard("gh/ord") == base+1 })
+	j = lease() // k2, made due by that delivery
+	if j.EventID != "k2" {
+		t.Fatalf("leased %s after k1's delivery, want k2", j.EventID)
+	}
+	if err := a.Unlease(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return w.heard("gh/ord") == base+2 })
+}
