@@ -72,6 +72,9 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 		if err := s.pruneBodyKeys(ctx, opt, &res); err != nil {
 			return res, err
 		}
+		if err := s.pruneHourly(ctx, opt, &res); err != nil {
+			return res, err
+		}
 	}
 	if opt.Quarantine > 0 {
 		res.QuarantineCutoff = now.Add(-opt.Quarantine).UTC()
@@ -97,6 +100,22 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 		}
 	}
 	return res, nil
+}
+
+// pruneHourly deletes the hourly counts of the hours before the claims
+// cutoff's: the chart and the recent windows read days, and the counts
+// stay in step with the claims they tell of.
+func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
+	if opt.DryRun {
+		return nil
+	}
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		return execCount(ctx, tx, nil, `DELETE FROM hourly WHERE hour < ?`, hourOf(res.ClaimCutoff))
+	})
+	if err != nil {
+		return fmt.Errorf("prune hourly counts: %w", err)
+	}
+	return nil
 }
 
 // countHeld counts the events older than the payload cutoff that wait for a
