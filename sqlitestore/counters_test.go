@@ -1,0 +1,128 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// TestMigration9CountsExistingRows: a file written before schema 9 (rows of
+// every kind: events, duplicates, divergent copies, batches, held requests,
+// delivered, dead and pending jobs, a folded event) gets counters equal to
+// what Stats, Hourly and RecentCounts read from its rows, and they keep
+// counting after the upgrade.
+func TestMigration9CountsExistingRows(t *testing.T) {
+	c := newTestClock()
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	s, err := Open(ctx, path, Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &ops{t: t, s: s, clock: c, ctx: ctx}
+	o.record("stripe", "evt_old", `{"old":1}`, "stripe/app")
+	o.finish("stripe/app", "evt_old", hookwarden.Delivered)
+	c.Add(40 * 24 * time.Hour)
+	if _, err := s.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 30 * 24 * time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	o.record("stripe", "evt_old", `{"old":1}`, "stripe/app") // a copy of a folded event
+	for i := range 5 {
+		o.record("stripe", fmt.Sprint("evt_", i), fmt.Sprintf(`{"i":%d}`, i), "stripe/app", "stripe/audit")
+		c.Add(25 * time.Minute)
+	}
+	o.record("stripe", "evt_1", `{"i":1}`, "stripe/app")
+	o.record("stripe", "evt_2", `{"i":"two"}`, "stripe/app")
+	o.recordBatch("sendgrid", "sendgrid/app", "sg1", "sg2", "sg1")
+	o.recordBatch("sendgrid", "sendgrid/app", "sg2")
+	o.record("stripe", "", `{"no":"id"}`)
+	o.record("stripe", "", `{"no":"id"}`)
+	o.finish("stripe/app", "evt_0", hookwarden.Delivered)
+	o.finish("stripe/app", "evt_1", hookwarden.Dead)
+	o.finish("stripe/audit", "evt_2", hookwarden.Delivered)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Back to schema 8: the rows as a schema 8 file holds them.
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DROP TRIGGER count_event_insert`, `DROP TRIGGER count_event_delete`,
+		`DROP TRIGGER count_receipt_insert`, `DROP TRIGGER count_receipt_delete`,
+		`DROP TRIGGER count_link_insert`, `DROP TRIGGER count_link_delete`,
+		`DROP TRIGGER count_quarantine_insert`, `DROP TRIGGER count_quarantine_update`, `DROP TRIGGER count_quarantine_delete`,
+		`DROP TRIGGER count_job_insert`, `DROP TRIGGER count_job_state`, `DROP TRIGGER count_job_delete`,
+		`DROP TABLE counters`, `DROP TABLE hourly`, `DROP INDEX events_source_type`, `PRAGMA user_version = 8`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+
+	s, err = Open(ctx, path, Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	o.s = s
+	check := func(when string) {
+		t.Helper()
+		st, err := s.Stats(ctx, []string{"stripe", "sendgrid"}, []string{"stripe/app", "stripe/audit", "sendgrid/app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]hookwarden.SourceStats{
+			// evt_old, evt_0..4; copies: evt_old's, evt_1's, evt_2's (divergent).
+			"stripe": {Source: "stripe", Accepted: 6, Duplicates: 3, Divergent: 1, Quarantined: 2},
+			// sg1, sg2; copies: sg2 in the second batch (a repeat inside
+			// one batch is linked once).
+			"sendgrid": {Source: "sendgrid", Accepted: 2, Duplicates: 1},
+		}
+		for _, ss := range st.Sources {
+			w := want[ss.Source]
+			ss.LastReceivedAt, w.LastReceivedAt = time.Time{}, time.Time{}
+			if ss != w {
+				t.Errorf("%s: %s: %+v, want %+v", when, ss.Source, ss, w)
+			}
+		}
+		wantDst := map[string][3]int{"stripe/app": {3, 2, 1}, "stripe/audit": {4, 1, 0}, "sendgrid/app": {2, 0, 0}}
+		for _, d := range st.Destinations {
+			if got := [3]int{d.Pending, d.Delivered, d.Dead}; got != wantDst[d.Destination] {
+				t.Errorf("%s: %s pending, delivered, dead = %v, want %v", when, d.Destination, got, wantDst[d.Destination])
+			}
+		}
+		hours, err := s.Hourly(ctx, []string{"stripe"}, c.Now().Add(-24*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acc, dup int
+		for _, h := range hours["stripe"] {
+			acc, dup = acc+h.Accepted, dup+h.Duplicates
+		}
+		if acc != 5 || dup != 3 || len(hours["stripe"]) < 2 {
+			t.Errorf("%s: hourly of stripe over the last day: %+v, want 5 accepted, 3 duplicates over several hours", when, hours["stripe"])
+		}
+	}
+	check("after the upgrade")
+	if n := count(t, s, `SELECT count(*) FROM counters`); n == 0 {
+		t.Fatal("no counters after the upgrade")
+	}
+	o.finish("stripe/app", "evt_3", hookwarden.Delivered)
+	o.record("stripe", "evt_3", `{"i":3}`, "stripe/app")
+	st, err := s.Stats(ctx, []string{"stripe"}, []string{"stripe/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Sources[0].Duplicates != 4 || st.Destinations[0].Delivered != 3 || st.Destinations[0].Pending != 2 {
+		t.Errorf("counting on after the upgrade: %+v %+v", st.Sources[0], st.Destinations[0])
+	}
+}
