@@ -39,10 +39,6 @@ func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day ti
 	return nil, errNotYet
 }
 
-func (s *Store) Hourly(ctx context.Context, sources []string, since time.Time) (map[string][]hookwarden.HourCount, error) {
-	return nil, errNotYet
-}
-
 func (s *Store) LastAccepted(ctx context.Context, sources []string) (map[string]time.Time, error) {
 	return nil, errNotYet
 }
