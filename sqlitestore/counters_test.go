@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -124,5 +125,74 @@ func TestMigration9CountsExistingRows(t *testing.T) {
 	}
 	if st.Sources[0].Duplicates != 4 || st.Destinations[0].Delivered != 3 || st.Destinations[0].Pending != 2 {
 		t.Errorf("counting on after the upgrade: %+v %+v", st.Sources[0], st.Destinations[0])
+	}
+}
+
+// TestOperatorReadPlans: every query behind stats, /api/stats (hourly), the
+// dashboard (recent counts, outbox), /metrics (OutboxStats) and the
+// filtered event listings reads small tables (counters, pruned_totals,
+// hourly, quarantine), seeks an index, or scans a partial index that holds
+// the backlog (pending or dead jobs) — never a scan of a table that grows
+// with the history.
+func TestOperatorReadPlans(t *testing.T) {
+	s := MustOpen(t, Options{})
+	ctx := context.Background()
+	for i := range 20 {
+		r := receipt("stripe", fmt.Sprint("evt_", i), fmt.Sprintf(`{"i":%d}`, i), "stripe/app")
+		if _, err := s.Record(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	history := regexp.MustCompile(`\b(SCAN|SEARCH) (events|receipts|receipt_events|jobs|attempts|e|r|re|d)\b(.*)`)
+	// A seek (an index with a key, or the min/max of one: "SEARCH t"
+	// alone), or a partial index of the backlog.
+	allowed := regexp.MustCompile(`USING (COVERING )?INDEX (jobs_dead|jobs_due|jobs_pending_age)\b|USING (INTEGER PRIMARY KEY|(COVERING )?INDEX \w+) \(|^SEARCH \w+$`)
+	since := []string{"e.claimed_at >= ?", "e.id >= ?", "e.id < ?"}
+	delivered := "NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state != 'delivered')"
+	for _, c := range []struct {
+		name, q string
+		args    int
+	}{
+		{"stats: counters", statsCountersSQL, 0},
+		{"stats: last request", lastReceivedSQL, 1},
+		{"stats, outbox: oldest pending", oldestPendingSQL, 1},
+		{"outbox: counters", outboxCountersSQL, 0},
+		{"hourly", hourlySQL, 2},
+		{"recent: whole hours", windowHoursSQL, 2},
+		{"recent: first hour", windowHourSQL, 2},
+		{"recent: bounds", windowBoundsSQL, 3},
+		{"recent: events of the first hour", windowEventsSQL + " AND id < ?5", 5},
+		{"recent: duplicates of the first hour", windowDuplicatesSQL, 3},
+		{"list --since", firstRefSinceSQL, 1},
+		{"list --source/--type: one pair", pairListSQL(since), 6},
+		{"list --source/--type --status delivered: one pair", pairListSQL(append(since, delivered)), 6},
+		{"list --status dead", jobsListSQL(hookwarden.StatusDead, []string{"e.source = ?", "e.event_type = ?"}), 3},
+		{"list --status pending --since", jobsListSQL(hookwarden.StatusPending, since), 4},
+		{"list: first pair of a source", firstPairOfSourceSQL, 2},
+		{"list: next pair", nextPairSQL, 2},
+	} {
+		args := make([]any, c.args)
+		for i := range args {
+			args[i] = "x"
+		}
+		rows, err := s.DB().QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		for _, line := range plan {
+			if m := history.FindStringSubmatch(line); m != nil && !allowed.MatchString(line) {
+				t.Errorf("%s reads a table that grows with the history: %q\nplan: %q", c.name, line, plan)
+			}
+		}
 	}
 }

@@ -273,6 +273,9 @@ func (s *Store) Unlease(ctx context.Context, job hookwarden.Job) error {
 	})
 }
 
+// outboxCountersSQL reads the outbox's counts.
+const outboxCountersSQL = `SELECT name, kind, n FROM counters WHERE kind IN ('pending', 'dead') AND n != 0 ORDER BY name`
+
 // OutboxStats reads pending depth, oldest pending age and dead letters per
 // destination, one entry per name given (zeros included) plus any destination
 // no longer configured that still has jobs. The counts are the counters
@@ -291,7 +294,7 @@ func (s *Store) OutboxStats(ctx context.Context, destinations []string) ([]hookw
 		return nil, fmt.Errorf("outbox stats: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	err = eachRow(ctx, tx, `SELECT name, kind, n FROM counters WHERE kind IN ('pending', 'dead') AND n != 0 ORDER BY name`,
+	err = eachRow(ctx, tx, outboxCountersSQL,
 		func(rows *sql.Rows) error {
 			var dest, kind string
 			var n int

@@ -12,6 +12,33 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
+// The reads of this file, named so that a test can check their plans
+// (EXPLAIN QUERY PLAN): each reads small tables or seeks an index.
+const (
+	statsCountersSQL = `
+SELECT name, kind, n, NULL FROM counters WHERE n != 0
+UNION ALL SELECT name, 'pruned-' || kind, n, at FROM pruned_totals
+ORDER BY 1`
+	lastReceivedSQL = `SELECT max(
+	COALESCE((SELECT max(received_at) FROM receipts WHERE source = ?1), ''),
+	COALESCE((SELECT max(last_at) FROM quarantine WHERE source = ?1), ''))`
+	oldestPendingSQL = `SELECT min(COALESCE(replayed_at, created_at)) FROM jobs
+	WHERE state = 'pending' AND destination = ?`
+	hourlySQL      = `SELECT hour, accepted, duplicates FROM hourly WHERE source = ? AND hour >= ? ORDER BY hour`
+	windowHoursSQL = `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
+	FROM hourly WHERE source = ? AND hour >= ?`
+	windowHourSQL = `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
+	FROM hourly WHERE source = ? AND hour = ?`
+	windowBoundsSQL = `SELECT
+	(SELECT first_ref FROM hourly WHERE source = ?1 AND hour = ?2),
+	(SELECT min(first_ref) FROM hourly WHERE hour >= ?3 AND first_ref IS NOT NULL)`
+	windowDuplicatesSQL = `SELECT
+	(SELECT count(*) FROM receipts WHERE source = ?1 AND received_at >= ?2 AND received_at < ?3 AND kind IN ('duplicate', 'divergent')),
+	(SELECT count(*) FROM receipts r JOIN receipt_events re ON re.receipt_id = r.id
+		WHERE r.source = ?1 AND r.received_at >= ?2 AND r.received_at < ?3 AND r.kind = 'batch' AND re.kind != 'accepted')`
+	windowEventsSQL = `SELECT count(*) FROM events WHERE id >= ?1 AND +source = ?2 AND claimed_at >= ?3 AND claimed_at < ?4`
+)
+
 // Stats counts per source and per destination over the whole file. The
 // counts are the counters table (kept by triggers in the same transaction as
 // the rows they count, schema 9) plus pruned_totals (what retention
@@ -53,10 +80,7 @@ func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hook
 	for _, n := range destinations {
 		dst(n)
 	}
-	err = eachRow(ctx, tx, `
-SELECT name, kind, n, NULL FROM counters WHERE n != 0
-UNION ALL SELECT name, 'pruned-' || kind, n, at FROM pruned_totals
-ORDER BY 1`,
+	err = eachRow(ctx, tx, statsCountersSQL,
 		func(rows *sql.Rows) error {
 			var name, kind string
 			var n int
@@ -101,9 +125,7 @@ ORDER BY 1`,
 		// max on the (source, received_at) index is one seek; the
 		// quarantine holds one row per distinct held body.
 		var last sql.NullString
-		if err := tx.QueryRowContext(ctx, `SELECT max(
-	COALESCE((SELECT max(received_at) FROM receipts WHERE source = ?1), ''),
-	COALESCE((SELECT max(last_at) FROM quarantine WHERE source = ?1), ''))`, ss.Source).Scan(&last); err != nil {
+		if err := tx.QueryRowContext(ctx, lastReceivedSQL, ss.Source).Scan(&last); err != nil {
 			return st, fmt.Errorf("stats of %s: %w", ss.Source, err)
 		}
 		if last.String != "" {
@@ -135,8 +157,7 @@ func oldestPending(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }, dest string) (time.Time, error) {
 	var oldest sql.NullString
-	if err := q.QueryRowContext(ctx, `SELECT min(COALESCE(replayed_at, created_at)) FROM jobs
-	WHERE state = 'pending' AND destination = ?`, dest).Scan(&oldest); err != nil {
+	if err := q.QueryRowContext(ctx, oldestPendingSQL, dest).Scan(&oldest); err != nil {
 		return time.Time{}, err
 	}
 	return parseNullTime(oldest)
@@ -150,7 +171,7 @@ func (s *Store) Hourly(ctx context.Context, sources []string, since time.Time) (
 	from := hourOf(since)
 	for _, src := range sources {
 		var hours []hookwarden.HourCount
-		err := eachRow(ctx, s.rdb, `SELECT hour, accepted, duplicates FROM hourly WHERE source = ? AND hour >= ? ORDER BY hour`,
+		err := eachRow(ctx, s.rdb, hourlySQL,
 			func(rows *sql.Rows) error {
 				var h string
 				var c hookwarden.HourCount
@@ -247,14 +268,12 @@ func (s *Store) windowCounts(ctx context.Context, src string, since time.Time) (
 	first := since.UTC().Truncate(time.Hour)
 	next := first.Add(time.Hour)
 	// Whole hours after the first.
-	if err := s.rdb.QueryRowContext(ctx, `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
-	FROM hourly WHERE source = ? AND hour >= ?`, src, hourOf(next)).Scan(&c.Accepted, &c.Duplicates); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, windowHoursSQL, src, hourOf(next)).Scan(&c.Accepted, &c.Duplicates); err != nil {
 		return c, err
 	}
 	if since.Equal(first) {
 		var a, d int
-		if err := s.rdb.QueryRowContext(ctx, `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
-	FROM hourly WHERE source = ? AND hour = ?`, src, hourOf(first)).Scan(&a, &d); err != nil {
+		if err := s.rdb.QueryRowContext(ctx, windowHourSQL, src, hourOf(first)).Scan(&a, &d); err != nil {
 			return c, err
 		}
 		c.Accepted, c.Duplicates = c.Accepted+a, c.Duplicates+d
@@ -264,16 +283,14 @@ func (s *Store) windowCounts(ctx context.Context, src string, since time.Time) (
 	// from its first_ref on; ids claimed two hours later bound the walk
 	// (ids grow with time, to within one writer batch).
 	var lo, hi sql.NullInt64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT
-	(SELECT first_ref FROM hourly WHERE source = ?1 AND hour = ?2),
-	(SELECT min(first_ref) FROM hourly WHERE hour >= ?3 AND first_ref IS NOT NULL)`,
+	if err := s.rdb.QueryRowContext(ctx, windowBoundsSQL,
 		src, hourOf(first), hourOf(next.Add(time.Hour))).Scan(&lo, &hi); err != nil {
 		return c, err
 	}
 	from, to := fmtTime(since), fmtTime(next)
 	var a, d, b int
 	if lo.Valid {
-		q := `SELECT count(*) FROM events WHERE id >= ?1 AND +source = ?2 AND claimed_at >= ?3 AND claimed_at < ?4`
+		q := windowEventsSQL
 		args := []any{lo.Int64, src, from, to}
 		if hi.Valid {
 			q += ` AND id < ?5`
@@ -283,10 +300,7 @@ func (s *Store) windowCounts(ctx context.Context, src string, since time.Time) (
 			return c, err
 		}
 	}
-	if err := s.rdb.QueryRowContext(ctx, `SELECT
-	(SELECT count(*) FROM receipts WHERE source = ?1 AND received_at >= ?2 AND received_at < ?3 AND kind IN ('duplicate', 'divergent')),
-	(SELECT count(*) FROM receipts r JOIN receipt_events re ON re.receipt_id = r.id
-		WHERE r.source = ?1 AND r.received_at >= ?2 AND r.received_at < ?3 AND r.kind = 'batch' AND re.kind != 'accepted')`,
+	if err := s.rdb.QueryRowContext(ctx, windowDuplicatesSQL,
 		src, from, to).Scan(&d, &b); err != nil {
 		return c, err
 	}

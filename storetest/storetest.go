@@ -91,6 +91,7 @@ func Run(t *testing.T, h Harness) {
 		{"Gaps/CleanRestart", testGapsClean},
 		{"Gaps/Silences", testSilences},
 		{"ListEvents", testListEvents},
+		{"ListEvents/Filters", testListFilters},
 		{"Stats", testStats},
 		{"Counters/Honest", testCountersHonest},
 		{"BackupReadable", testBackup},
