@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,5 +196,55 @@ func TestOperatorReadPlans(t *testing.T) {
 				t.Errorf("%s reads a table that grows with the history: %q\nplan: %q", c.name, line, plan)
 			}
 		}
+	}
+}
+
+// TestRequestGapsJumpsAsRowsSay: the jumping walk of silences finds the
+// same gaps as reading every request (LAG), on irregular traffic with
+// bursts, exact-limit gaps and long silences.
+func TestRequestGapsJumpsAsRowsSay(t *testing.T) {
+	c := newTestClock()
+	o := &ops{t: t, s: MustOpen(t, Options{Now: c.Now}), clock: c, ctx: context.Background()}
+	rng := rand.New(rand.NewPCG(18, 18))
+	for i := range 400 {
+		// Exactly expect_within is no silence; a second more is (LAG's
+		// julianday arithmetic cannot tell microseconds apart).
+		steps := []time.Duration{time.Second, 10 * time.Minute, time.Hour, time.Hour + time.Second, 3 * time.Hour}
+		c.Add(steps[rng.IntN(len(steps))])
+		o.record("stripe", fmt.Sprint("evt_", i), "{}")
+		if rng.IntN(5) == 0 {
+			o.record("stripe", fmt.Sprint("evt_", i), "{}") // a duplicate at the same time
+		}
+	}
+	p := hookwarden.SourcePolicy{Name: "stripe", ExpectWithin: time.Hour}
+	collect := func(jump bool) string {
+		var out []string
+		add := func(a, b time.Time, _ bool) {
+			if b.Sub(a) > p.ExpectWithin { // as silences' add
+				out = append(out, a.Format(time.RFC3339Nano)+"→"+b.Format(time.RFC3339Nano))
+			}
+		}
+		tx, err := o.s.rdb.BeginTx(o.ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		var first, last time.Time
+		if jump {
+			first, last, err = o.s.requestGaps(o.ctx, p, "", c.Now(), add)
+		} else {
+			first, last, err = o.s.requestGapsByRow(o.ctx, tx, p, "", add)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(first, last, out)
+	}
+	jump, rows := collect(true), collect(false)
+	if jump != rows {
+		t.Errorf("jumping walk:\n%s\nreading every request:\n%s", jump, rows)
+	}
+	if !strings.Contains(rows, "→") {
+		t.Fatal("no gap at all: the traffic does not test anything")
 	}
 }
