@@ -248,3 +248,58 @@ func TestRequestGapsJumpsAsRowsSay(t *testing.T) {
 		t.Fatal("no gap at all: the traffic does not test anything")
 	}
 }
+
+// TestFillHistory: the benchmark's bulk history is a file the store reads
+// like any other: its counts, listings and a prune pass with nothing to do.
+func TestFillHistory(t *testing.T) {
+	c := newTestClock()
+	s := MustOpen(t, Options{Now: c.Now})
+	ctx := context.Background()
+	if err := s.FillHistory(ctx, History{Claims: 50000, Payloads: 10000, Source: "bench", Body: 64}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats(ctx, []string{"bench", "other", "rare"}, []string{"bench/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc, dup int
+	for _, ss := range st.Sources {
+		acc, dup = acc+ss.Accepted, dup+ss.Duplicates
+	}
+	if acc != 50000 || dup != 2000 {
+		t.Errorf("accepted %d, duplicates %d; want 50000 and 2000", acc, dup)
+	}
+	var delivered, dead int
+	for _, d := range st.Destinations {
+		delivered, dead = delivered+d.Delivered, dead+d.Dead
+	}
+	if delivered != 50000-10 || dead != 10 {
+		t.Errorf("delivered %d, dead %d; want 49990 and 10", delivered, dead)
+	}
+	items, _, err := s.ListEvents(ctx, hookwarden.EventFilter{Source: "rare", Type: "type.0", Limit: 5})
+	if err != nil || len(items) != 5 || items[0].Source != "rare" || items[0].Type != "type.0" {
+		t.Fatalf("list rare type.0: %+v %v", items, err)
+	}
+	if items, _, err := s.ListEvents(ctx, hookwarden.EventFilter{Status: hookwarden.StatusDead}); err != nil || len(items) != 10 {
+		t.Fatalf("dead events: %d %v", len(items), err)
+	}
+	res, err := s.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 30 * 24 * time.Hour, Claims: 90 * 24 * time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PayloadsPruned != 0 || res.EventsDeleted != 0 || res.HeldDead != 0 {
+		t.Errorf("a prune of the fresh history did something: %+v", res)
+	}
+	after, err := s.Stats(ctx, []string{"bench", "other", "rare"}, []string{"bench/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.At = st.At
+	if fmt.Sprint(after) != fmt.Sprint(st) {
+		t.Errorf("stats moved across the prune:\n%+v\n%+v", st, after)
+	}
+	hours, err := s.Hourly(ctx, []string{"bench"}, c.Now().Add(-7*24*time.Hour))
+	if err != nil || len(hours["bench"]) < 160 {
+		t.Errorf("hourly of the last 7 days: %d hours, %v; want about 168", len(hours["bench"]), err)
+	}
+}
