@@ -215,27 +215,38 @@ func (s *Store) requestGaps(ctx context.Context, p hookwarden.SourcePolicy, from
 	if now.Sub(fromT)/max(p.ExpectWithin, time.Nanosecond) > maxGapSeeks {
 		return s.requestGapsByRow(ctx, tx, p, from, add)
 	}
-	a := first
-	for {
-		m, err := seek(`SELECT max(received_at) FROM receipts WHERE source = ? AND received_at > ? AND received_at <= ?`,
-			p.Name, fmtTime(a), fmtTime(a.Add(p.ExpectWithin)))
-		if err != nil {
-			return first, last, err
-		}
-		if !m.IsZero() {
-			a = m
-			continue
-		}
-		b, err := seek(`SELECT min(received_at) FROM receipts WHERE source = ? AND received_at > ?`, p.Name, fmtTime(a))
-		if err != nil {
-			return first, last, err
-		}
-		if b.IsZero() {
-			return first, a, nil
-		}
-		add(a, b, false)
-		a = b
-	}
+	// The walk runs inside SQLite (a recursive query: two seeks a step, no
+	// round trip). a + expect_within is computed to the millisecond, at or
+	// before the exact bound: a request it misses is taken as the next
+	// step's start instead, and add, which measures exactly, drops a gap
+	// that is not longer than expect_within.
+	var prev time.Time
+	err = eachRow(ctx, tx, `
+WITH RECURSIVE walk(a) AS (
+	SELECT ?2
+	UNION ALL
+	SELECT COALESCE(
+		(SELECT max(received_at) FROM receipts WHERE source = ?1 AND received_at > walk.a
+			AND received_at <= strftime('%Y-%m-%dT%H:%M:%f', walk.a, ?3) || '000Z'),
+		(SELECT min(received_at) FROM receipts WHERE source = ?1 AND received_at > walk.a))
+	FROM walk WHERE walk.a IS NOT NULL)
+SELECT a FROM walk WHERE a IS NOT NULL`,
+		func(rows *sql.Rows) error {
+			var at string
+			if err := rows.Scan(&at); err != nil {
+				return err
+			}
+			t, err := parseTime(at)
+			if err != nil {
+				return err
+			}
+			if !prev.IsZero() && t.Sub(prev) > p.ExpectWithin {
+				add(prev, t, false)
+			}
+			prev = t
+			return nil
+		}, p.Name, fmtTime(first), fmt.Sprintf("+%.6f seconds", p.ExpectWithin.Seconds()))
+	return first, prev, err
 }
 
 // requestGapsByRow is requestGaps for a short expect_within: LAG over the
