@@ -33,9 +33,41 @@ type historyReport struct {
 	History      *storeRun `json:"history"`
 	// Restart is the first 10 s of load after a restart with the file
 	// evicted from the page cache, then the same load once warm.
-	Restart   *restartRun `json:"restart,omitempty"`
-	AcksRatio float64     `json:"acks_ratio"` // history / fresh
-	P99Ratio  float64     `json:"p99_ratio"`
+	Restart *restartRun `json:"restart,omitempty"`
+	// Medians over the rounds (-rounds, alternating fresh and history).
+	FreshAcks   float64 `json:"fresh_acks_per_sec"`
+	HistoryAcks float64 `json:"history_acks_per_sec"`
+	FreshP99    float64 `json:"fresh_p99_ms"`
+	HistoryP99  float64 `json:"history_p99_ms"`
+	AcksRatio   float64 `json:"acks_ratio"` // history / fresh
+	P99Ratio    float64 `json:"p99_ratio"`
+}
+
+// loadOnly serves the database in dir and loads it at 64 connections.
+func (b *bench) loadOnly(ctx context.Context, dir string) (loadResult, error) {
+	o := b.o
+	s, err := startHookwarden(ctx, b.hwOptions(dir, "/hold", 2*o.body+4096))
+	if err != nil {
+		return loadResult{}, err
+	}
+	res := runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: 64, Warmup: o.warmup, Duration: o.duration,
+		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.gen(o.body)})
+	b.sink.releaseAll()
+	err = s.stop()
+	b.sink.rehold()
+	return res, err
+}
+
+func medianOf(ls []loadResult, f func(loadResult) float64) float64 {
+	v := make([]float64, len(ls))
+	for i, l := range ls {
+		v[i] = f(l)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 0 {
+		return round3((v[len(v)/2-1] + v[len(v)/2]) / 2)
+	}
+	return round3(v[len(v)/2])
 }
 
 // storeRun is the load and the reads against one store.
@@ -94,11 +126,33 @@ func (b *bench) historyPhase(ctx context.Context) error {
 	if h.History, err = b.measureStore(ctx, dir, "history"); err != nil {
 		return err
 	}
-	if h.Fresh.Load.AcksPerSec > 0 && h.Fresh.Load.P99 > 0 {
-		h.AcksRatio = round3(h.History.Load.AcksPerSec / h.Fresh.Load.AcksPerSec)
-		h.P99Ratio = round3(h.History.Load.P99 / h.Fresh.Load.P99)
+	// More rounds, alternating, so that each ratio compares neighbours in
+	// time on a noisy machine (the first history round also follows the
+	// build's writes); the medians are compared.
+	fl, hl := []loadResult{h.Fresh.Load}, []loadResult{h.History.Load}
+	for r := 2; r <= o.rounds; r++ {
+		for _, x := range []struct {
+			dir  string
+			into *[]loadResult
+		}{{fresh, &fl}, {dir, &hl}} {
+			res, err := b.loadOnly(ctx, x.dir)
+			if err != nil {
+				return err
+			}
+			*x.into = append(*x.into, res)
+		}
+		b.printf("  round %d: fresh %s\n           history %s\n", r, fl[len(fl)-1], hl[len(hl)-1])
 	}
-	b.printf("  => history/fresh: acks %.2f, p99 %.2f\n", h.AcksRatio, h.P99Ratio)
+	h.FreshAcks, h.HistoryAcks = medianOf(fl, func(l loadResult) float64 { return l.AcksPerSec }),
+		medianOf(hl, func(l loadResult) float64 { return l.AcksPerSec })
+	h.FreshP99, h.HistoryP99 = medianOf(fl, func(l loadResult) float64 { return l.P99 }),
+		medianOf(hl, func(l loadResult) float64 { return l.P99 })
+	if h.FreshAcks > 0 && h.FreshP99 > 0 {
+		h.AcksRatio = round3(h.HistoryAcks / h.FreshAcks)
+		h.P99Ratio = round3(h.HistoryP99 / h.FreshP99)
+	}
+	b.printf("  => history/fresh (medians of %d rounds): acks %.0f/%.0f = %.2f, p99 %.1f/%.1f ms = %.2f\n",
+		len(fl), h.HistoryAcks, h.FreshAcks, h.AcksRatio, h.HistoryP99, h.FreshP99, h.P99Ratio)
 	b.printReads(h)
 
 	// A restart with the file out of the page cache.
