@@ -182,12 +182,34 @@ func typeMatch(f hookwarden.EventFilter) (where []string, args []any) {
 	return where, args
 }
 
+// statusWalk is how many of the newest events listByJobs looks at before
+// it starts from the jobs instead.
+const statusWalk = 2000
+
 // listByJobs lists events with a dead job (--status dead), or a pending one
-// and none dead (--status pending), starting from those jobs: their
-// partial index holds the backlog, not the history. CROSS JOIN keeps that
-// order of the walk.
+// and none dead (--status pending). The backlog is usually the newest
+// events, so it first looks at the newest statusWalk events (within the
+// cursor and --since), checking each one's jobs on jobs_event; a page
+// filled there is the answer. Otherwise it starts from those jobs: their
+// partial index holds the backlog, not the history (CROSS JOIN keeps that
+// order of the walk).
 func listByJobs(ctx context.Context, tx *sql.Tx, f hookwarden.EventFilter, where []string, args []any, n int) ([]int64, error) {
 	w, a := typeMatch(f)
+	cond := "EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = e.id AND j.state = 'dead')"
+	if f.Status == hookwarden.StatusPending {
+		cond = "EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = e.id AND j.state = 'pending')" +
+			" AND NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')"
+	}
+	inner := "SELECT id FROM events e"
+	if len(where) > 0 {
+		inner += " WHERE " + strings.Join(where, " AND ")
+	}
+	q := "SELECT e.id FROM (" + inner + " ORDER BY id DESC LIMIT ?) nw CROSS JOIN events e ON e.id = nw.id WHERE " +
+		strings.Join(append([]string{cond}, w...), " AND ") + " ORDER BY e.id DESC LIMIT ?"
+	ids, err := selectIDs(ctx, tx, q, append(append(append(append([]any{}, args...), statusWalk), a...), n)...)
+	if err != nil || len(ids) >= n {
+		return ids, err
+	}
 	return selectIDs(ctx, tx, jobsListSQL(f.Status, append(where, w...)), append(append(args, a...), n)...)
 }
 
