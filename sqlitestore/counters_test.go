@@ -131,8 +131,8 @@ func TestMigration9CountsExistingRows(t *testing.T) {
 }
 
 // TestOperatorReadPlans: every query behind stats, /api/stats (hourly), the
-// dashboard (recent counts, outbox), /metrics (OutboxStats) and the
-// filtered event listings reads small tables (counters, pruned_totals,
+// dashboard (recent counts, outbox), /metrics (OutboxStats), the filtered
+// event listings and a prune pass's count of what it keeps reads small tables (counters, pruned_totals,
 // hourly, quarantine), seeks an index, or scans a partial index that holds
 // the backlog (pending or dead jobs) — never a scan of a table that grows
 // with the history.
@@ -172,6 +172,7 @@ func TestOperatorReadPlans(t *testing.T) {
 		{"list --status pending --since", jobsListSQL(hookwarden.StatusPending, since), 4},
 		{"list: first pair of a source", firstPairOfSourceSQL, 2},
 		{"list: next pair", nextPairSQL, 2},
+		{"prune: held events and requests", countHeldSQL, 1},
 	} {
 		args := make([]any, c.args)
 		for i := range args {
