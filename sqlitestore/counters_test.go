@@ -145,7 +145,7 @@ func TestOperatorReadPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	history := regexp.MustCompile(`\b(SCAN|SEARCH) (events|receipts|receipt_events|jobs|attempts|e|r|re|d)\b(.*)`)
+	history := regexp.MustCompile(`\b(SCAN|SEARCH) (events|receipts|receipt_events|jobs|attempts|e|r|re|j|d)\b(.*)`)
 	// A seek (an index with a key, or the min/max of one: "SEARCH t"
 	// alone), or a partial index of the backlog.
 	allowed := regexp.MustCompile(`USING (COVERING )?INDEX (jobs_dead|jobs_due|jobs_pending_age)\b|USING (INTEGER PRIMARY KEY|(COVERING )?INDEX \w+) \(|^SEARCH \w+$`)
@@ -173,6 +173,8 @@ func TestOperatorReadPlans(t *testing.T) {
 		{"list: first pair of a source", firstPairOfSourceSQL, 2},
 		{"list: next pair", nextPairSQL, 2},
 		{"prune: held events and requests", countHeldSQL, 1},
+		{"dead letters (the dashboard, dead list)", deadListSQL([]string{"j.state = 'dead'", "j.id < ?"}), 2},
+		{"dead letters of a source since", deadListSQL([]string{"j.state = 'dead'", "e.source = ?", "j.finished_at >= ?"}), 3},
 	} {
 		args := make([]any, c.args)
 		for i := range args {

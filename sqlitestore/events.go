@@ -217,11 +217,11 @@ func listByJobs(ctx context.Context, tx *sql.Tx, f hookwarden.EventFilter, where
 func jobsListSQL(status hookwarden.EventStatus, where []string) string {
 	// INDEXED BY: left alone, the planner reads DISTINCT event_ref in
 	// order from jobs_event, every job of the history.
-	q := `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_dead WHERE state = 'dead') j
-	CROSS JOIN events e ON e.id = j.ref`
+	q := `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_dead WHERE state = 'dead') bk
+	CROSS JOIN events e ON e.id = bk.ref`
 	if status == hookwarden.StatusPending {
-		q = `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_due WHERE state = 'pending') j
-	CROSS JOIN events e ON e.id = j.ref`
+		q = `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_due WHERE state = 'pending') bk
+	CROSS JOIN events e ON e.id = bk.ref`
 		where = append(where, "NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')")
 	}
 	if len(where) > 0 {
