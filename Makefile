@@ -115,6 +115,7 @@ install: ## install binary, systemd unit and, if absent, /etc/hookwarden/config.
 	install -D -m 0644 docs/forensics.md $(DESTDIR)$(DOCDIR)/forensics.md
 	install -D -m 0644 docs/reference.md $(DESTDIR)$(DOCDIR)/reference.md
 	install -D -m 0644 docs/security.md $(DESTDIR)$(DOCDIR)/security.md
+	install -D -m 0644 docs/backfill.md $(DESTDIR)$(DOCDIR)/backfill.md
 	install -D -m 0644 systemd/command-destinations.conf $(DESTDIR)$(DOCDIR)/examples/command-destinations.conf
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "installed. Next: edit $(CONFDIR)/config.yaml, then: systemctl enable --now hookwarden (docs/operations.md)"

@@ -15,6 +15,7 @@ package hookwarden
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -65,6 +66,11 @@ type Receipt struct {
 	BodyReplayCheck bool
 	// Token is the request's one-time token (Mailgun), nil for other schemes.
 	Token *Token
+	// Backfill: recovered from the provider's API by a backfill run, not
+	// received. It takes the same claim; a duplicate of it (or it of a live
+	// copy) is never flagged divergent, since the API's JSON may differ from
+	// the webhook's bytes. Shown as a receipt of kind "backfill".
+	Backfill bool
 }
 
 // Token is a one-time token a verified request carries. The store keeps it
@@ -87,6 +93,17 @@ type Event struct {
 	// Destinations are the full names ("source/name") of the destinations whose
 	// filters match this event; one job is created for each when the id is new.
 	Destinations []string
+	// OrderKeys, when set, is parallel to Destinations: the event's
+	// order_by key at each ("" or absent: none, so not ordered there).
+	OrderKeys []string
+}
+
+// OrderKey is the event's order_by key at Destinations[i], "" if none.
+func (e *Event) OrderKey(i int) string {
+	if i < len(e.OrderKeys) {
+		return e.OrderKeys[i]
+	}
+	return ""
 }
 
 // RecordResult is the answer of a Recorder.
@@ -140,6 +157,9 @@ type Job struct {
 	ContentType string
 	Body        []byte
 	ReceivedAt  time.Time
+	// Probe: the destination is paused automatically and this is its
+	// probe; a failure does not count toward max_attempts (Attempt.Probe).
+	Probe bool
 }
 
 // IdempotencyKey is the key sent with every attempt and replay of the job's event.
@@ -173,6 +193,17 @@ type Attempt struct {
 	Verdict    Verdict
 	// RetryAt is when the job is due again (Verdict == Retry).
 	RetryAt time.Time
+	// Failed: a retryable failure of the destination (whatever the
+	// verdict), which counts toward its pause_after; a success resets the
+	// count, and an attempt cut short by shutdown or refused as poison
+	// leaves it.
+	Failed bool
+	// Probe is Job.Probe: a failed probe gives its attempt back, so the
+	// job keeps its attempts while the destination is paused.
+	Probe bool
+	// Destination is the job's ("source/name"), when the caller knows it:
+	// the store then need not read it to apply flow control.
+	Destination string
 }
 
 // Slot is a delivery slot of a destination, reserved for a job the store is
@@ -211,6 +242,22 @@ type AuditEntry struct {
 	// Events are the events the action changed; `events show` lists the
 	// entry under each of them.
 	Events []EventKey `json:"-"`
+}
+
+// Check refuses an entry that would be useless to a human later: every
+// store runs it before writing one.
+func (e *AuditEntry) Check() error {
+	switch {
+	case e.Action == "":
+		return errors.New("audit entry: no action")
+	case e.Origin != AuditCLI && e.Origin != AuditAPI && e.Origin != AuditDashboard:
+		return fmt.Errorf("audit entry: origin %q: want cli, api or dashboard", e.Origin)
+	case len(e.Args) > 0 && !json.Valid(e.Args):
+		return errors.New("audit entry: args are not JSON")
+	case len(e.Result) > 0 && !json.Valid(e.Result):
+		return errors.New("audit entry: result is not JSON")
+	}
+	return nil
 }
 
 // EventKey names one event: its source and the provider's event id.

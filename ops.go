@@ -104,7 +104,7 @@ type EventDetail struct {
 // ReceiptInfo is one request from the provider that carried the event.
 type ReceiptInfo struct {
 	ID         int64       `json:"id"`
-	Kind       string      `json:"kind"` // accepted, duplicate, divergent (per event, also inside a batch)
+	Kind       string      `json:"kind"` // accepted, duplicate, divergent (per event, also inside a batch), backfill
 	Batch      bool        `json:"batch,omitempty"`
 	ReceivedAt time.Time   `json:"received_at"`
 	RemoteAddr string      `json:"remote_addr"`
@@ -114,6 +114,10 @@ type ReceiptInfo struct {
 	// first receipt has it) and after pruning.
 	Body     []byte    `json:"body"`
 	PrunedAt time.Time `json:"pruned_at,omitzero"`
+	// Origin is "backfill" for a receipt a backfill run recovered from the
+	// provider's API (Kind "backfill" when it made the claim, "duplicate"
+	// when a live copy had); empty for one received over HTTP.
+	Origin string `json:"origin,omitempty"`
 }
 
 // JobInfo is one destination's job for the event, with every attempt.

@@ -3,6 +3,7 @@ package hookwarden
 // Replay: what an operator selects to deliver again, and what the store did.
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -105,4 +106,35 @@ type ReplayResult struct {
 	Destinations []string `json:"destinations,omitempty"`
 	// AuditID is the audit log entry of the replay (0: none written).
 	AuditID int64 `json:"audit_id,omitempty"`
+}
+
+// ReplayAuditArgs is how the audit log records a replay's arguments, the
+// same in every store.
+type ReplayAuditArgs struct {
+	Source      string   `json:"source,omitempty"`
+	EventIDs    []string `json:"event_ids,omitempty"`
+	Dead        bool     `json:"dead,omitempty"`
+	JobIDs      []int64  `json:"job_ids,omitempty"`
+	Destination string   `json:"destination,omitempty"`
+	Since       string   `json:"since,omitempty"` // UTC, microseconds
+	Force       bool     `json:"force,omitempty"`
+}
+
+// ReplayAuditArgsOf is the audit log's record of a replay of sel.
+func ReplayAuditArgsOf(sel ReplaySelector, force bool) json.RawMessage {
+	a := ReplayAuditArgs{Source: sel.Source, EventIDs: sel.EventIDs, Dead: sel.Dead, JobIDs: sel.JobIDs,
+		Destination: sel.Destination, Force: force}
+	if !sel.Since.IsZero() {
+		a.Since = sel.Since.UTC().Format("2006-01-02T15:04:05.000000Z")
+	}
+	b, _ := json.Marshal(a)
+	return b
+}
+
+// ReplayAuditResult is what a replay's audit entry says it did so far: every
+// batch that resets jobs brings it up to date in its own transaction.
+type ReplayAuditResult struct {
+	Selected int `json:"selected"`
+	Replayed int `json:"replayed"`
+	Skipped  int `json:"skipped"`
 }

@@ -14,6 +14,8 @@ type SourcePolicy struct {
 	RetryHorizon time.Duration
 	// ExpectWithin: silence longer than this is reported (0: not checked).
 	ExpectWithin time.Duration
+	// Backfill: the source's backfill: settings (zero: none).
+	Backfill BackfillPolicy
 }
 
 // GapOptions tune Gaps.
@@ -53,6 +55,9 @@ type Outage struct {
 	BeyondRetryHorizon []string `json:"beyond_retry_horizon,omitempty"`
 	RunBefore          int64    `json:"run_before,omitempty"`
 	RunAfter           int64    `json:"run_after,omitempty"`
+	// Sources says, per configured source, what became of its events in
+	// the window (GapsWithRecovery; none for a restart).
+	Sources []SourceRecovery `json:"sources,omitempty"`
 }
 
 // Silence is a window longer than a source's expect_within with no request
@@ -70,6 +75,10 @@ type Silence struct {
 	ExpectSeconds float64       `json:"expect_within_seconds"`
 	// BeyondRetryHorizon: longer than the source's retry_horizon.
 	BeyondRetryHorizon bool `json:"beyond_retry_horizon"`
+	// Recovery and Backfill as for an outage's source (GapsWithRecovery);
+	// a silence is never backfilled automatically.
+	Recovery string       `json:"recovery,omitempty"`
+	Backfill *BackfillRun `json:"backfill"`
 }
 
 // GapReport is the answer of Gaps.

@@ -20,7 +20,10 @@ type Store interface {
 	RunLog
 	Inspector
 	Operator
+	FlowOperator
+	FlowInspector
 	Health
+	BackfillLog
 
 	// Backup writes a consistent snapshot of the store to dest, a new file
 	// that the --db commands can open. It fails with an error wrapping
@@ -58,15 +61,25 @@ type Queue interface {
 	// Unlease gives back the lease of a job handed to a slot that did not
 	// run it: the attempt is not counted and the job is due now.
 	Unlease(ctx context.Context, job Job) error
-	// NextDue is the earliest due time of a pending job of the destination
-	// (ok=false: none).
+	// NextDue is the earliest time a Lease of the destination could return
+	// a job (ok=false: none, or paused manually): the earliest due job's
+	// time, or later when its flow control holds it back (the next probe
+	// of an auto pause, the next token of its rate).
 	NextDue(ctx context.Context, destination string) (t time.Time, ok bool, err error)
 	// ReleaseLeases makes every job leased by a previous process due now.
-	// Called once at start, before the workers run.
+	// Called once at start, before the workers run. On a store several
+	// instances share, a previous process is one that is gone: another
+	// live instance's jobs in flight keep their lease.
 	ReleaseLeases(ctx context.Context) (int64, error)
 	// SetDirect makes the store hand new jobs straight to d while it has
 	// free slots (nil: off). Called before the first Record.
 	SetDirect(d Direct)
+	// SetFlow gives the store the flow policy of every configured
+	// destination (FlowPolicy), at start and on every reload. Lease,
+	// Finish, NextDue and the direct hand-over apply it from then on; a
+	// destination no longer ordered has its waiting jobs made due. The
+	// state the policies act on is in the store, shared by every serve.
+	SetFlow(ctx context.Context, policies []FlowPolicy) error
 	// OutboxStats reads pending depth, oldest pending age and dead letters
 	// per destination: one entry per name given (zeros included), then any
 	// other destination that still has jobs. Cheap: read on every metrics
@@ -88,6 +101,14 @@ type Direct interface {
 	// to be created; ok=false when none is free (the job then waits in the
 	// store for a lease). It must not block.
 	Reserve(destination string) (slot Slot, ok bool)
+}
+
+// Waiter is implemented by a Direct pool that wants to know when a job was
+// created without asking it for a slot (flow control keeps rated, ordered
+// and paused destinations out of the hand-over): the job waits in the
+// store, and the pool leases it when the receiver reports the commit.
+type Waiter interface {
+	Waiting(destination string)
 }
 
 // RunLog records serve's runs, so outages can be told from the store alone.

@@ -34,6 +34,14 @@ func replayedHeld(id, orig string) held {
 		candidate: id, original: orig}
 }
 
+// heldKey is the advisory lock key of the held body of source (SQL
+// expressions): Record takes it before it counts a copy, and whatever
+// deletes or releases the row takes it too, so that no copy is counted on a
+// row that is going.
+func heldKey(source, sum string) string {
+	return "hashtextextended(" + source + " || ':' || encode(" + sum + ", 'hex'), 0)"
+}
+
 // quarantine holds the receipt. The same body again only bumps a counter; a
 // body that was released and comes again is held anew. Copies arriving at
 // once on several instances take a transaction-scoped advisory lock on the
@@ -44,8 +52,7 @@ func (rc *recording) quarantine(ctx context.Context, h held) error {
 	rc.res.Outcome = hookwarden.Quarantined
 	rc.res.QuarantineKind = h.kind
 	rc.res.Events = nil
-	if _, err := rc.tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || encode($2, 'hex'), 0))`,
-		r.Source, r.BodySHA256[:]); err != nil {
+	if _, err := rc.tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+heldKey("$1", "$2")+`)`, r.Source, r.BodySHA256[:]); err != nil {
 		return fmt.Errorf("lock quarantined body: %w", err)
 	}
 	var old int64

@@ -19,23 +19,26 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var _ hookwarden.Queue = (*Store)(nil)
 
 // leaseSQL leases up to $2 due jobs of destination $1 until now ($4, or the
-// database's clock) plus $3 microseconds, and reads what their delivery
-// needs in the same statement (one round trip). SKIP LOCKED in the
-// sub-select lets instances leasing at once take disjoint jobs without
-// waiting on each other; a row another lease committed meanwhile is
-// re-checked against the WHERE clause on its new version, so it is not
-// taken twice. The body of a single event is its accepted receipt's, a
-// batch element's is its own. The LEFT JOINs keep a job whose event cannot
-// be read, so that it is reported, as sqlitestore reports it.
+// database's clock) plus $3 microseconds, to run $5 (the holder, NULL
+// outside a run), and reads what their delivery needs in the same statement
+// (one round trip). The holder is a column no index covers: the lease stays
+// a HOT update. SKIP LOCKED in the sub-select lets instances leasing at
+// once take disjoint jobs without waiting on each other; a row another
+// lease committed meanwhile is re-checked against the WHERE clause on its
+// new version, so it is not taken twice. The body of a single event is its
+// accepted receipt's, a batch element's is its own. The LEFT JOINs keep a
+// job whose event cannot be read, so that it is reported, as sqlitestore
+// reports it.
 const leaseSQL = `
 WITH leased AS (
 	UPDATE jobs SET attempts = attempts + 1,
-		leased_until = COALESCE($4::timestamptz, now()) + $3::bigint * interval '1 microsecond'
+		leased_until = COALESCE($4::timestamptz, now()) + $3::bigint * interval '1 microsecond', leased_by = $5::bigint
 	WHERE id IN (
 		SELECT id FROM jobs
 		WHERE destination = $1 AND state = 'pending' AND next_at <= COALESCE($4::timestamptz, now())
@@ -67,11 +70,19 @@ func (s *Store) Lease(ctx context.Context, destination string, max int, leaseFor
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, leaseSQL, destination, max, leaseFor.Microseconds(), s.now())
+	var jobs []hookwarden.Job
+	var loadErr error
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		jobs, loadErr = s.leaseTx(ctx, tx, destination, max, leaseFor)
+		if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
+			return loadErr // the statement failed: nothing is leased
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: lease jobs: %w", hookwarden.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 	}
-	return leasedJobs(rows, destination)
+	return jobs, loadErr
 }
 
 // FinishAndLease is Finish, then Lease of up to max jobs of the
@@ -92,11 +103,7 @@ func (s *Store) FinishAndLease(ctx context.Context, a hookwarden.Attempt, destin
 		if max <= 0 {
 			return nil
 		}
-		rows, err := tx.Query(ctx, leaseSQL, destination, max, leaseFor.Microseconds(), s.now())
-		if err != nil {
-			return fmt.Errorf("lease jobs: %w", err)
-		}
-		jobs, loadErr = leasedJobs(rows, destination)
+		jobs, loadErr = s.leaseTx(ctx, tx, destination, max, leaseFor)
 		if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
 			return loadErr // the statement failed: roll the finish back too
 		}
@@ -210,24 +217,25 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt) e
 		a.JobID, a.Number, a.StartedAt.UTC(), a.Duration.Microseconds(), status, exit, errText, a.Response, string(a.Verdict)); err != nil {
 		return fmt.Errorf("insert attempt: %w", err)
 	}
+	var tag pgconn.CommandTag
 	var err error
 	switch a.Verdict {
 	case hookwarden.Delivered:
-		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL,
+		tag, err = tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL,
 			finished_at = COALESCE($1::timestamptz, now())
 			WHERE id = $2 AND state = 'pending' AND attempts = $3`, s.now(), a.JobID, a.Number)
 	case hookwarden.Retry:
-		_, err = tx.Exec(ctx, `UPDATE jobs SET next_at = $1, leased_until = NULL, last_error = $2
+		tag, err = tx.Exec(ctx, `UPDATE jobs SET next_at = $1, leased_until = NULL, last_error = $2
 			WHERE id = $3 AND state = 'pending' AND attempts = $4`, a.RetryAt.UTC(), errText, a.JobID, a.Number)
 	case hookwarden.Dead:
-		_, err = tx.Exec(ctx, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = $1,
+		tag, err = tx.Exec(ctx, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = $1,
 			finished_at = COALESCE($2::timestamptz, now()), dead_count = dead_count + 1
 			WHERE id = $3 AND state = 'pending' AND attempts = $4`, errText, s.now(), a.JobID, a.Number)
 	}
 	if err != nil {
 		return fmt.Errorf("finish job %d: %w", a.JobID, err)
 	}
-	return nil
+	return s.finishedTx(ctx, tx, a, tag.RowsAffected() == 1)
 }
 
 // inTx runs fn in a transaction and commits it.
@@ -246,7 +254,7 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("%w: %w", errCommit, err)
 	}
 	return nil
 }
@@ -275,25 +283,49 @@ func (s *Store) NextDue(ctx context.Context, destination string) (time.Time, boo
 	if next == nil {
 		return time.Time{}, false, nil
 	}
-	return next.UTC(), true, nil
+	return s.gateNextDue(ctx, destination, next.UTC())
 }
 
-// ReleaseLeases makes every leased pending job due now, its attempt
-// counted. Call it once at start, before the workers run.
+// holder is the lease holder this store writes: its run, NULL before
+// StartRun (a lease taken outside serve belongs to no live process).
+func (s *Store) holder() any {
+	if id := s.run.Load(); id != 0 {
+		return id
+	}
+	return nil
+}
+
+// releaseSQL gives back the leases of processes that are gone, their
+// attempts counted: those of this instance's other runs ($2 is its name, $3
+// its current run, NULL before StartRun: an instance starts after its
+// earlier process died), of runs that stopped, whose heartbeat is older
+// than $4 microseconds by the store's clock ($1) or whose row is gone, and
+// those taken outside a run. The lease of a live run of another instance
+// is left alone: that process is delivering the job now.
+const releaseSQL = `
+UPDATE jobs j SET next_at = LEAST(j.next_at, COALESCE($1::timestamptz, now())), leased_until = NULL, leased_by = NULL
+WHERE j.state = 'pending' AND j.leased_until IS NOT NULL
+	AND ($3::bigint IS NULL OR j.leased_by IS DISTINCT FROM $3)
+	AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = j.leased_by AND r.instance <> $2
+		AND r.stopped_at IS NULL
+		AND r.heartbeat_at >= COALESCE($1::timestamptz, now()) - $4::bigint * interval '1 microsecond')`
+
+// ReleaseLeases makes the jobs leased by processes that are gone due now,
+// their attempt counted: this instance's earlier runs (it is starting, so
+// they died), runs of any instance that stopped or whose heartbeat is older
+// than Options.Stale, and leases taken outside a run. Another live
+// instance's leases stand: its jobs in flight are not delivered twice.
+// Call it once at start, before the workers run.
 //
-// It cannot tell whose lease it releases: the jobs table does not record
-// the instance. With one instance that is sqlitestore's meaning (every
-// lease is a dead process's); with several, the caller must call it only
-// when no other instance is running, or a live instance's jobs in flight
-// are leased again and delivered twice. Leases of a dead instance expire
-// on their own in any case.
+// An instance is its Options.Instance (the host's name by default): two
+// serve processes sharing one name count as one instance, and each one's
+// start releases the other's leases. Give each its own name.
 func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	// next_at already passed when the job was leased: LEAST keeps it (its
 	// place in the order, and a HOT update) unless it is somehow later.
-	tag, err := s.pool.Exec(ctx, `UPDATE jobs SET next_at = LEAST(next_at, COALESCE($1::timestamptz, now())), leased_until = NULL
-		WHERE state = 'pending' AND leased_until IS NOT NULL`, s.now())
+	tag, err := s.pool.Exec(ctx, releaseSQL, s.now(), s.instance(), s.holder(), s.opts.Stale.Microseconds())
 	if err != nil {
 		return 0, fmt.Errorf("%w: release leases: %w", hookwarden.ErrUnavailable, err)
 	}
@@ -315,11 +347,6 @@ func (s *Store) Unlease(ctx context.Context, job hookwarden.Job) error {
 	}
 	return nil
 }
-
-// SetDirect is accepted and ignored for now: Record creates every job
-// pending, and workers lease it. The direct hand-over (a new job committed
-// leased to a reserved slot) comes in a later step.
-func (s *Store) SetDirect(hookwarden.Direct) {}
 
 // OutboxStats reads pending depth, oldest pending age (on the store's
 // clock) and dead letters per destination, one entry per name given

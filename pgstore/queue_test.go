@@ -396,8 +396,9 @@ func TestQueueUnlease(t *testing.T) {
 	}
 }
 
-// TestQueueReleaseLeases: every lease is given back: its jobs are due at
-// once, the same jobs with the next attempt.
+// TestQueueReleaseLeases: every lease taken outside a run (nobody's) is
+// given back: its jobs are due at once, the same jobs with the next
+// attempt. Leases of runs: holder_test.go.
 func TestQueueReleaseLeases(t *testing.T) {
 	q := setupQueue(t)
 	q.add("std", "a", `{}`, "std/app")
@@ -606,16 +607,23 @@ func TestQueueLeaseSkipsLocked(t *testing.T) {
 }
 
 // TestQueueDatabaseClock: without a test clock, a lease ends by the
-// database's clock, and a lease is a HOT update (no index entries: the
-// outbox does not bloat its indexes per attempt).
+// database's clock, and a lease, its holder written, is a HOT update (no
+// index entries: the outbox does not bloat its indexes per attempt).
 func TestQueueDatabaseClock(t *testing.T) {
 	t.Parallel()
 	s := open(t, pgtest.Database(t), Options{})
 	q := &queue{fixture: &fixture{t: t, s: s}, clock: &clock{t: t0}, ctx: context.Background()}
 	q.add("std", "e1", `{}`, "std/app") // received at t0, months off
+	run, err := s.StartRun(q.ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	jobs := q.lease("std/app", 1, 10*time.Minute)
 	if len(jobs) != 1 {
 		t.Fatalf("leased %d jobs, want 1", len(jobs))
+	}
+	if n := q.count(`SELECT count(*) FROM jobs WHERE leased_by = $1`, run); n != 1 {
+		t.Fatalf("%d jobs held by run %d, want the lease's holder written", n, run)
 	}
 	if n := q.count(`SELECT count(*) FROM jobs WHERE abs(extract(epoch FROM leased_until - now()) - 600) < 60`); n != 1 {
 		t.Fatal("the lease does not end by the database's clock")

@@ -32,29 +32,41 @@ const retries = 3
 // (the receiver's 503), a commit whose outcome is unknown included: the
 // provider's retry is then a duplicate or a new claim, never a loss.
 //
-// Jobs are created pending; the direct hand-over (SetDirect) is not done yet.
+// With SetDirect, a new job that gets a free slot is committed leased to it
+// and handed over after COMMIT returns; a failed try gives its slots back.
 func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.RecordResult, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	r = storable(r)
-	rec := &recording{s: s, r: r, headers: encodeHeaders(r.Header), at: r.ReceivedAt.UTC(), now: s.now()}
-	for try := 0; ; try++ {
-		res, err := rec.run(ctx)
-		if err == nil {
-			return res, nil
-		}
-		if try < retries && retryable(err) && !errors.Is(err, errCommit) && ctx.Err() == nil {
-			continue
-		}
+	rec := &recording{s: s, r: r, headers: encodeHeaders(r.Header), at: r.ReceivedAt.UTC(), now: s.now(), direct: true}
+	var res hookwarden.RecordResult
+	err := runAgain(ctx, func() (err error) {
+		res, err = rec.run(ctx)
+		return err
+	})
+	if err != nil {
 		return hookwarden.RecordResult{}, fmt.Errorf("%w: record receipt: %w", hookwarden.ErrUnavailable, err)
+	}
+	return res, nil
+}
+
+// runAgain runs fn, a whole transaction, and runs it again (up to retries
+// times) when the server rolled it back to break a deadlock or a
+// serialization conflict, or when a row it referenced was deleted by a
+// concurrent prune (a foreign key violation: run again, the claim is new).
+// A failed COMMIT is never run again.
+func runAgain(ctx context.Context, fn func() error) error {
+	for try := 0; ; try++ {
+		err := fn()
+		if err == nil || try >= retries || !retryable(err) || errors.Is(err, errCommit) || ctx.Err() != nil {
+			return err
+		}
 	}
 }
 
-// retryable: the server rolled the transaction back to break a deadlock or
-// a serialization conflict; running it again is safe.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001" || pe.Code == "23503")
 }
 
 // errCommit marks a failed COMMIT: its outcome is unknown (the connection
@@ -74,9 +86,22 @@ type recording struct {
 	now     any       // the database's clock (nil) or the test clock: jobs' due times
 	tx      pgx.Tx
 	res     hookwarden.RecordResult
+	release *releasing // set: the transaction is ReleaseQuarantined's
+	// direct: new jobs may go to Direct slots. Only run hands them over or
+	// gives them back, so only Record sets it: a caller of jobs outside
+	// run gets pending jobs and holds no slot.
+	direct bool
+	handed []handed // jobs of this try created leased to a Direct slot
 }
 
-func (rc *recording) run(ctx context.Context) (hookwarden.RecordResult, error) {
+func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err error) {
+	defer func() {
+		// After the rollback below (deferred later, run first): a slot is
+		// handed its job only once COMMIT returned, and given back otherwise.
+		handOver(rc.handed, err == nil)
+		clear(rc.handed) // drop the bodies
+		rc.handed = rc.handed[:0]
+	}()
 	tx, err := rc.s.pool.Begin(ctx)
 	if err != nil {
 		return hookwarden.RecordResult{}, fmt.Errorf("begin: %w", err)
@@ -102,6 +127,9 @@ func (rc *recording) run(ctx context.Context) (hookwarden.RecordResult, error) {
 }
 
 func (rc *recording) record(ctx context.Context) error {
+	if rc.release != nil {
+		return rc.releaseHeld(ctx)
+	}
 	r := rc.r
 	if r.Token != nil {
 		ok, err := rc.token(ctx)
@@ -144,7 +172,28 @@ func (rc *recording) claim(ctx context.Context, ev *hookwarden.Event) (ref int64
 		rc.r.Source, ev.ID).Scan(&ref, &sum); err != nil {
 		return 0, false, false, false, fmt.Errorf("look up claimed event: %w", err)
 	}
-	return ref, false, len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0, nil
+	divergent, unknown = len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:]), len(sum) == 0
+	if divergent {
+		if divergent, unknown, err = rc.backfillCopy(ctx, ref); err != nil {
+			return 0, false, false, false, err
+		}
+	}
+	return ref, false, divergent, unknown, nil
+}
+
+// backfillCopy applies the backfill rule to a duplicate whose bytes differ
+// from its claim's: when either copy came from a backfill (the API's JSON
+// may differ from the webhook's bytes) it is not divergent, but its body is
+// kept (unknown), as for a claim whose hash retention removed.
+func (rc *recording) backfillCopy(ctx context.Context, ref int64) (divergent, unknown bool, err error) {
+	backfilled := rc.r.Backfill
+	if !backfilled {
+		if err := rc.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM receipts WHERE event_ref = $1 AND kind = 'accepted' AND origin = 'backfill')`,
+			ref).Scan(&backfilled); err != nil {
+			return false, false, fmt.Errorf("look up backfilled claim: %w", err)
+		}
+	}
+	return !backfilled, backfilled, nil
 }
 
 // receiptKind is what a single-event receipt is stored as, and the body it
@@ -178,26 +227,113 @@ func receiptHash(r *hookwarden.Receipt, kind string, body []byte) []byte {
 
 func (rc *recording) insertReceipt(ctx context.Context, ref any, kind string, body []byte, reason any) (int64, error) {
 	var id int64
-	err := rc.tx.QueryRow(ctx, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-		rc.r.Source, ref, kind, rc.at, rc.r.RemoteAddr, rc.headers, body, receiptHash(rc.r, kind, body), reason).Scan(&id)
+	var origin any
+	if rc.r.Backfill {
+		origin = "backfill"
+	}
+	err := rc.tx.QueryRow(ctx, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason, origin)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+		rc.r.Source, ref, kind, rc.at, rc.r.RemoteAddr, rc.headers, body, receiptHash(rc.r, kind, body), reason, origin).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert receipt: %w", err)
 	}
 	return id, nil
 }
 
-// jobs creates ev's jobs, pending and due now by the store's clock.
+// jobsSQL creates an event's jobs ($1), one per destination ($2), due now
+// by the store's clock ($4). A destination with a lease ($3, microseconds;
+// 0: none) got a Direct slot: its job starts leased to this process's run
+// ($5) with its first attempt counted, and is due again only if the lease
+// ends (next_at stays the creation time: see the schema's comment on jobs).
+const jobsSQL = `INSERT INTO jobs (event_ref, destination, state, attempts, next_at, leased_until, leased_by, created_at)
+	SELECT $1, d.dest, 'pending', CASE WHEN d.lease > 0 THEN 1 ELSE 0 END, t,
+		CASE WHEN d.lease > 0 THEN t + d.lease * interval '1 microsecond' END,
+		CASE WHEN d.lease > 0 THEN $5::bigint END, t
+	FROM unnest($2::text[], $3::bigint[]) AS d(dest, lease), COALESCE($4::timestamptz, now()) AS t`
+
+// jobs creates ev's jobs, each leased to a Direct slot when one is free,
+// else pending and due now.
 func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) (int, error) {
-	if len(ev.Destinations) == 0 {
+	n := len(ev.Destinations)
+	if n == 0 {
 		return 0, nil
 	}
-	if _, err := rc.tx.Exec(ctx, `INSERT INTO jobs (event_ref, destination, state, next_at, created_at)
-		SELECT $1, d, 'pending', t, t FROM unnest($2::text[]) AS d, COALESCE($3::timestamptz, now()) AS t`,
-		ref, ev.Destinations, rc.now); err != nil {
+	plain := ev.Destinations
+	if len(ev.OrderKeys) > 0 {
+		plain = nil
+		for i, d := range ev.Destinations {
+			if key := ev.OrderKey(i); key != "" && rc.s.policy(d).Ordered {
+				if err := rc.keyedJobTx(ctx, ref, d, key); err != nil {
+					return 0, err
+				}
+				rc.s.waiting(d)
+				continue
+			}
+			plain = append(plain, d)
+		}
+	}
+	if len(plain) == 0 {
+		return n, nil
+	}
+	first := len(rc.handed)
+	leases := make([]int64, len(plain))
+	for i, d := range plain {
+		if !rc.direct || !rc.s.hasDirect() {
+			break
+		}
+		allowed, err := rc.directAllowed(ctx, d)
+		if err != nil {
+			return 0, err
+		}
+		if !allowed {
+			rc.s.waiting(d)
+			continue
+		}
+		slot, ok := rc.s.reserve(d)
+		if !ok {
+			continue
+		}
+		// Listed before the insert, so that any failure from here on gives
+		// the slot back.
+		rc.handed = append(rc.handed, handed{slot: slot, dest: d})
+		leases[i] = max(slot.LeaseFor().Microseconds(), 1)
+	}
+	args := []any{ref, plain, leases, rc.now, rc.s.holder()}
+	if len(rc.handed) == first {
+		if _, err := rc.tx.Exec(ctx, jobsSQL, args...); err != nil {
+			return 0, fmt.Errorf("insert jobs: %w", err)
+		}
+		return n, nil
+	}
+	rows, err := rc.tx.Query(ctx, jobsSQL+` RETURNING id, destination, attempts`, args...)
+	if err != nil {
 		return 0, fmt.Errorf("insert jobs: %w", err)
 	}
-	return len(ev.Destinations), nil
+	defer rows.Close()
+	mine := rc.handed[first:]
+	for rows.Next() {
+		var id int64
+		var dest string
+		var attempts int
+		if err := rows.Scan(&id, &dest, &attempts); err != nil {
+			return 0, fmt.Errorf("insert jobs: %w", err)
+		}
+		if attempts == 0 {
+			continue // no slot: it waits for a lease
+		}
+		// Rows of one destination are alike but for their id: any pairing
+		// with its slots is right.
+		for k := range mine {
+			if h := &mine[k]; !h.set && h.dest == dest {
+				h.job, h.set = directJob(rc.r, ev, id, dest), true
+				break
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("insert jobs: %w", err)
+	}
+	return n, nil
 }
 
 func (rc *recording) single(ctx context.Context) error {
@@ -246,12 +382,34 @@ func (rc *recording) batch(ctx context.Context) error {
 	}
 	rc.res.ReceiptID = id
 	rc.res.Outcome = hookwarden.Duplicate
-	for i := range rc.r.Events {
-		ev := &rc.r.Events[i]
-		ref, isNew, divergent, _, err := rc.claim(ctx, ev)
+	// The claims go in id order: batches sharing ids then take their keys'
+	// locks in one order and cannot deadlock. In batch order, two batches
+	// carrying x and y the other way round each wait for the other until
+	// the server's deadlock_timeout (1 s) aborts one, which then runs again:
+	// under load, past the call's deadline. The stable sort keeps a repeated
+	// id's first copy first. Jobs and links follow in batch order, the
+	// order the elements are delivered in.
+	order := make([]int, len(rc.r.Events))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rc.r.Events[order[a]].ID < rc.r.Events[order[b]].ID })
+	type claimed struct {
+		ref              int64
+		isNew, divergent bool
+	}
+	claims := make([]claimed, len(rc.r.Events))
+	for _, i := range order {
+		ref, isNew, divergent, _, err := rc.claim(ctx, &rc.r.Events[i])
 		if err != nil {
 			return err
 		}
+		claims[i] = claimed{ref, isNew, divergent}
+	}
+	for i := range rc.r.Events {
+		ev := &rc.r.Events[i]
+		ref, isNew, divergent := claims[i].ref, claims[i].isNew, claims[i].divergent
+		var err error
 		kind := "accepted"
 		er := hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
 		switch {
@@ -296,6 +454,17 @@ func encodeHeaders(h http.Header) string {
 		}
 	}
 	return strings.ToValidUTF8(strings.ReplaceAll(b.String(), "\x00", ""), "\uFFFD")
+}
+
+// decodeHeaders reads headers as encodeHeaders wrote them.
+func decodeHeaders(s string) http.Header {
+	h := http.Header{}
+	for line := range strings.SplitSeq(s, "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			h[k] = append(h[k], v)
+		}
+	}
+	return h
 }
 
 // storable returns r, or, when an event id or type is text PostgreSQL

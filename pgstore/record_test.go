@@ -397,9 +397,10 @@ func TestUnstorableText(t *testing.T) {
 	}
 }
 
-// TestCrossedBatches: batches claiming the same ids in opposite orders at
-// once can deadlock in the server; the loser is run again, so each id is
-// claimed once and no request fails.
+// TestCrossedBatches: batches carrying the same ids in opposite orders at
+// once claim them in one order (in batch order they would deadlock in the
+// server, each abort costing deadlock_timeout), so each id is claimed once
+// and no request fails, however loaded the machine.
 func TestCrossedBatches(t *testing.T) {
 	f := setup(t)
 	var rs []*hookwarden.Receipt
@@ -417,6 +418,24 @@ func TestCrossedBatches(t *testing.T) {
 	}
 	if accepted != 32 || f.count(`SELECT count(*) FROM jobs`) != 32 {
 		t.Fatalf("%d accepted, %d jobs; want 32 (each id once)", accepted, f.count(`SELECT count(*) FROM jobs`))
+	}
+}
+
+// TestBatchOrderKept: the claims of a batch go in id order, but its jobs
+// are created, and so leased and delivered, in the batch's order.
+func TestBatchOrderKept(t *testing.T) {
+	f := setup(t)
+	f.record(batch(element("c"), element("a"), element("b"), element("a")))
+	jobs, err := f.s.Lease(context.Background(), "sg/app", 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.EventID)
+	}
+	if fmt.Sprint(ids) != "[c a b]" {
+		t.Fatalf("leased %v, want the batch's order [c a b]", ids)
 	}
 }
 

@@ -31,7 +31,9 @@ func (s *Store) instance() string {
 	return "unknown"
 }
 
-// StartRun records the start of a serve process on this instance.
+// StartRun records the start of a serve process on this instance. The run
+// is the holder of every lease the store takes from then on (jobs.leased_by),
+// so that ReleaseLeases on another instance can tell them from a dead one's.
 func (s *Store) StartRun(ctx context.Context, version string) (int64, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -42,6 +44,7 @@ func (s *Store) StartRun(ctx context.Context, version string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("record run start: %w", err)
 	}
+	s.run.Store(id) // the holder of the leases this process takes from now on
 	return id, nil
 }
 

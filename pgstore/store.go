@@ -2,19 +2,25 @@
 // several receivers sharing one database, through
 // github.com/jackc/pgx/v5 (pure Go: the binary stays CGO-free).
 //
-// This is its foundation, not yet a hookwarden.Store and not wired into the
-// program: Open (a bounded pool whose every new connection is checked for
-// fsync and synchronous_commit, migrations under an advisory lock, a newer
-// schema refused), the schema (migrations/0001_init.sql, the SQLite schema
-// at version 8), Record (hookwarden.Recorder), the queue (hookwarden.Queue:
-// leases with FOR UPDATE SKIP LOCKED on the database's clock) and the run
-// log with gaps across instances (hookwarden.RunLog). Missing: the direct
-// hand-over (SetDirect is a no-op: Record creates every job pending, not
-// leased), ReleaseLeases that spares the leases of other live instances
-// (today it releases every lease: call it only with no other instance
-// running), concurrency and rate across instances, LISTEN/NOTIFY, the
-// operator's reads and writes (events, stats, quarantine release and drop,
-// replay, retention, audit), Health, and backup and export.
+// Not wired into the program yet. Built: Open (a bounded pool whose every
+// new connection is checked for fsync and synchronous_commit, migrations
+// under an advisory lock, a newer schema refused), the schema
+// (migrations/0001_init.sql, the SQLite schema at version 8, and
+// 0002_lease_holder.sql), Record (hookwarden.Recorder, with the direct
+// hand-over of SetDirect: a new job given a free slot is committed leased
+// to this process's run and handed over after COMMIT), the queue
+// (hookwarden.Queue: leases with FOR UPDATE SKIP LOCKED on the database's
+// clock, each naming the run that holds it, and ReleaseLeases that gives
+// back only the leases of processes that are gone, never another live
+// instance's), the run log with gaps across instances (hookwarden.RunLog)
+// and the operator's reads (hookwarden.Inspector: events, dead letters,
+// counts, held requests; plain reads that take no locks, every listing on
+// an index) and writes (hookwarden.Operator: Replay, Prune, Audit,
+// ReleaseQuarantined, DropQuarantined, each safe with several instances at
+// once), and flow control across instances (flow.go: pause and probes, the
+// rate's bucket, concurrency, order_by; Pause, Resume, Destinations).
+// Missing: LISTEN/NOTIFY, export, and, stubbed in todo.go, Health and
+// Backup.
 package pgstore
 
 import (
@@ -22,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -49,10 +56,22 @@ type Options struct {
 	Now func() time.Time
 	// Instance names this receiver in the run log, stable across its
 	// restarts (default: the host's name), so gaps can tell a restart while
-	// others served from an outage.
+	// others served from an outage, and ReleaseLeases can tell its own
+	// earlier runs' leases (given back at start) from another live
+	// instance's (left alone). One name per serve process running at once.
 	Instance string
+	// Stale is how old a run's heartbeat may be before ReleaseLeases takes
+	// the run for dead and gives its leases back (default 10s: five missed
+	// heartbeats of serve's 2s, as gaps judges a run). Shorter risks
+	// releasing a slow but live instance's jobs in flight, which are then
+	// delivered twice; longer only delays a dead one's until their lease
+	// ends.
+	Stale time.Duration
 	// Logger receives migration notices (default: discarded).
 	Logger *slog.Logger
+
+	// tracer, set by a test, sees every statement the pool runs.
+	tracer pgx.QueryTracer
 }
 
 // Store is a Hookwarden store in a PostgreSQL database.
@@ -60,7 +79,15 @@ type Store struct {
 	pool    *pgxpool.Pool
 	opts    Options
 	log     *slog.Logger
-	address string // host and database, never the password
+	address string       // host and database, never the password
+	flow    flowPolicies // SetFlow
+
+	// testReplayChecked, set by a test, runs in each replay batch between
+	// the check of its rules and the reset.
+	testReplayChecked func()
+
+	run    atomic.Int64                      // this process's run (StartRun): the holder of its leases
+	direct atomic.Pointer[hookwarden.Direct] // SetDirect
 }
 
 // SettingError is a server setting that breaks the promise of a durable
@@ -111,6 +138,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
+	if opts.Stale <= 0 {
+		opts.Stale = 10 * time.Second
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -125,6 +155,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.AfterConnect = checkSettings
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
+	}
 	s := &Store{opts: opts, log: log,
 		address: fmt.Sprintf("postgres://%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {

@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // open opens a store on url and closes it when t ends.
-func open(t *testing.T, url string, opts Options) *Store {
+func open(t testing.TB, url string, opts Options) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), url, opts)
 	if err != nil {

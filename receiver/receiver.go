@@ -62,6 +62,10 @@ type Destination struct {
 	// error creates the job: delivering an event the app did not want is
 	// recoverable, dropping one it did is not.
 	Filter *filter.Filter
+	// OrderBy extracts the event's order_by key (nil: none). An event
+	// without the key (or with one that is not usable text) is not
+	// ordered.
+	OrderBy extract.Extractor
 }
 
 // Observer receives what the receiver did, for metrics. All methods must be
@@ -395,6 +399,18 @@ func (rc *Receiver) event(src *Source, h http.Header, body []byte, freq *filter.
 			if !rc.filter(d, fev) {
 				continue
 			}
+		}
+		if d.OrderBy != nil {
+			if key, err := d.OrderBy.Extract(h, body); err == nil && key != "" {
+				if ev.OrderKeys == nil {
+					ev.OrderKeys = make([]string, len(ev.Destinations), len(src.Destinations))
+				}
+				ev.OrderKeys = append(ev.OrderKeys, key)
+			} else if ev.OrderKeys != nil {
+				ev.OrderKeys = append(ev.OrderKeys, "")
+			}
+		} else if ev.OrderKeys != nil {
+			ev.OrderKeys = append(ev.OrderKeys, "")
 		}
 		ev.Destinations = append(ev.Destinations, d.FullName)
 	}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/hookwarden/hookwarden"
@@ -38,19 +37,7 @@ func (s *Store) Audit(ctx context.Context, e hookwarden.AuditEntry) (int64, erro
 }
 
 // checkAudit refuses an entry that would be useless to a human later.
-func checkAudit(e *hookwarden.AuditEntry) error {
-	switch {
-	case e.Action == "":
-		return errors.New("audit entry: no action")
-	case e.Origin != hookwarden.AuditCLI && e.Origin != hookwarden.AuditAPI && e.Origin != hookwarden.AuditDashboard:
-		return fmt.Errorf("audit entry: origin %q: want cli, api or dashboard", e.Origin)
-	case len(e.Args) > 0 && !json.Valid(e.Args):
-		return errors.New("audit entry: args are not JSON")
-	case len(e.Result) > 0 && !json.Valid(e.Result):
-		return errors.New("audit entry: result is not JSON")
-	}
-	return nil
-}
+func checkAudit(e *hookwarden.AuditEntry) error { return e.Check() }
 
 // auditTx inserts e inside tx, with its event links, and returns its id.
 // The op may run twice (batch isolation), so it never changes e.

@@ -14,12 +14,12 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// TestMigration9CountsExistingRows: a file written before schema 9 (rows of
+// TestMigration11CountsExistingRows: a file written before schema 11 (rows of
 // every kind: events, duplicates, divergent copies, batches, held requests,
 // delivered, dead and pending jobs, a folded event) gets counters equal to
 // what Stats, Hourly and RecentCounts read from its rows, and they keep
 // counting after the upgrade.
-func TestMigration9CountsExistingRows(t *testing.T) {
+func TestMigration11CountsExistingRows(t *testing.T) {
 	c := newTestClock()
 	path := filepath.Join(t.TempDir(), "hw.db")
 	ctx := context.Background()
@@ -52,7 +52,7 @@ func TestMigration9CountsExistingRows(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Back to schema 8: the rows as a schema 8 file holds them.
+	// Back to schema 10: the rows as a schema 10 file holds them.
 	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestMigration9CountsExistingRows(t *testing.T) {
 		`DROP TRIGGER count_link_insert`, `DROP TRIGGER count_link_delete`,
 		`DROP TRIGGER count_quarantine_insert`, `DROP TRIGGER count_quarantine_update`, `DROP TRIGGER count_quarantine_delete`,
 		`DROP TRIGGER count_job_insert`, `DROP TRIGGER count_job_state`, `DROP TRIGGER count_job_delete`,
-		`DROP TABLE counters`, `DROP TABLE hourly`, `DROP INDEX events_source_type`, `PRAGMA user_version = 8`,
+		`DROP TABLE counters`, `DROP TABLE hourly`, `DROP INDEX events_source_type`, `PRAGMA user_version = 10`,
 	} {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

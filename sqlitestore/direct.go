@@ -1,6 +1,8 @@
 package sqlitestore
 
 import (
+	"context"
+	"database/sql"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -25,16 +27,33 @@ type handed struct {
 
 // reserve asks the Direct pool, if any, for a slot for a job of destination.
 // It returns the slot and the lease's end (as stored) when the job is to be
-// created leased.
-func (s *Store) reserve(destination string, now time.Time) (slot hookwarden.Slot, until string, ok bool) {
+// created leased. Flow control may keep the job out of the hand-over
+// (directAllowed): it then waits for a lease, which applies it.
+func (s *Store) reserve(ctx context.Context, tx *sql.Tx, destination string, now time.Time) (slot hookwarden.Slot, until string, ok bool, err error) {
 	dp := s.direct.Load()
 	if dp == nil {
-		return nil, "", false
+		return nil, "", false, nil
+	}
+	if allowed, err := s.directAllowed(ctx, tx, destination); err != nil || !allowed {
+		if err == nil {
+			s.waiting(destination)
+		}
+		return nil, "", false, err
 	}
 	if slot, ok = (*dp).Reserve(destination); !ok {
-		return nil, "", false
+		return nil, "", false, nil
 	}
-	return slot, fmtTime(now.Add(slot.LeaseFor())), true
+	return slot, fmtTime(now.Add(slot.LeaseFor())), true, nil
+}
+
+// waiting tells the Direct pool, if it listens (hookwarden.Waiter), that a
+// job of destination was created without asking it for a slot.
+func (s *Store) waiting(destination string) {
+	if dp := s.direct.Load(); dp != nil {
+		if w, ok := (*dp).(hookwarden.Waiter); ok {
+			w.Waiting(destination)
+		}
+	}
 }
 
 // handOver starts (committed) or releases (rolled back) the jobs created

@@ -410,7 +410,7 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwar
 		d.Body, d.ContentType = element, "application/json"
 	}
 	for _, r := range d.ReceiptLog {
-		if r.Kind != "accepted" {
+		if r.Kind != "accepted" && r.Kind != "backfill" { // the claim's receipt
 			continue
 		}
 		if !r.PrunedAt.IsZero() && !d.SummaryOnly {
@@ -444,10 +444,11 @@ func (s *Store) QuarantinedReceipt(ctx context.Context, source string, id int64)
 
 func loadReceipts(ctx context.Context, tx *sql.Tx, d *hookwarden.EventDetail) error {
 	rows, err := tx.QueryContext(ctx, `
-SELECT r.id, r.kind, 0, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at
+SELECT r.id, CASE WHEN r.origin = 'backfill' AND r.kind = 'accepted' THEN 'backfill' ELSE r.kind END,
+	0, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at, COALESCE(r.origin, '')
 FROM receipts r WHERE r.event_ref = ?1
 UNION ALL
-SELECT r.id, re.kind, 1, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at
+SELECT r.id, re.kind, 1, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at, ''
 FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.event_ref = ?1
 ORDER BY 1`, d.Ref)
 	if err != nil {
@@ -459,7 +460,7 @@ ORDER BY 1`, d.Ref)
 		var at, headers string
 		var sum []byte
 		var pruned sql.NullString
-		if err := rows.Scan(&r.ID, &r.Kind, &r.Batch, &at, &r.RemoteAddr, &headers, &r.Body, &sum, &pruned); err != nil {
+		if err := rows.Scan(&r.ID, &r.Kind, &r.Batch, &at, &r.RemoteAddr, &headers, &r.Body, &sum, &pruned, &r.Origin); err != nil {
 			return fmt.Errorf("show event receipts: %w", err)
 		}
 		r.Header = decodeHeaders(headers)

@@ -71,22 +71,40 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 	o.recordBatch("sg", "sg/app", "a", "b")
 	o.recordBatch("sg", "sg/app", "b")
 	o.record("stripe", "", `{"no":"id"}`)
+	// A backfill run that recovered evt_bf.
+	run, err := o.s.StartBackfill(o.ctx, hookwarden.BackfillRun{Source: "stripe", From: t0.Add(9 * time.Minute),
+		To: t0.Add(26 * time.Minute), Auto: true, Method: "list"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf := receipt("stripe", "evt_bf", `{"id":"evt_bf","type":"invoice.paid"}`, "stripe/app")
+	bf.ReceivedAt, bf.Backfill = o.clock.Now(), true
+	bf.Header.Set("Hookwarden-Backfill-Run", fmt.Sprint(run))
+	if _, err := o.s.Record(o.ctx, bf); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	if err := o.s.UpdateBackfill(o.ctx, hookwarden.BackfillRun{ID: run, FinishedAt: o.clock.Now(),
+		BackfillCounts: hookwarden.BackfillCounts{Listed: &one, AlreadyClaimed: new(int), Recovered: 1}}); err != nil {
+		t.Fatal(err)
+	}
 	if res, err := o.s.Prune(o.ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 20 * time.Minute}}); err != nil || res.PayloadsPruned != 1 {
 		t.Fatalf("prune: %+v %v", res, err)
 	}
 
-	params := map[string]any{"source": "stripe", "event_id": "evt_1", "since": "2000-01-01",
+	params := map[string]any{"source": "stripe", "event_id": "evt_1", "since": "2000-01-01", "run": "1",
 		"path": "$.data.object.customer", "value": "cus_42"}
 	// want: a value some row of the query must show (any column).
 	want := map[int]string{
 		1: "crash", 2: "evt_1", 3: "stripe | t.created | 2 | 1", 4: `"cus_43"`, 5: "after last replay", 6: "evt_2",
-		7: "stripe/app", 8: "stripe/app", 9: "sg", 10: "2026-03-01T12:00:00Z | 6 | 3 | 2 | 1", 11: "evt_1", 12: "no event id",
+		7: "stripe/app", 8: "stripe/app", 9: "sg", 10: "2026-03-01T12:00:00Z | 7 | 4 | 2 | 1", 11: "evt_1", 12: "no event id",
 		13: "evt_1", 14: "accepted",
 		15: "evt_old | t.created | 2026-03-01T12:00:00.000000Z | 2026-03-01T12:26:01.000000Z | 1 | 1 | 1 | " +
 			"2026-03-01T12:00:00.000000Z | 2026-03-01T12:00:00.000000Z",
 		16: "stripe | last_accepted | 2026-03-01T12:00:00.000000Z\nstripe | last_received | 2026-03-01T12:00:00.000000Z\nstripe/old | delivered | 1", 17: `replay | cli | alice | {"source":"stripe","event_ids":["evt_1"]}`,
 		18: `replay | cli | alice | {"selected":1,"replayed":1,"skipped":0}`,
-		19: "stripe/app | dead | 1 | 1\nstripe/app | delivered | 1 | 1\nstripe/app | pending | 1 | 1",
+		19: "stripe | 2026-03-01T12:09:00.000000Z | 2026-03-01T12:26:00.000000Z | 1 |", 20: "evt_bf | t.created | stripe/app | pending",
+		21: "stripe/app | dead | 1 | 1\nstripe/app | delivered | 1 | 1\nstripe/app | pending | 2 | 2",
 	}
 	for i, q := range qs {
 		n := i + 1

@@ -341,7 +341,7 @@ func (s *Store) ReleaseQuarantined(ctx context.Context, rel hookwarden.Release) 
 		copy(r.BodySHA256[:], sum)
 		ev := hookwarden.Event{ID: id, Type: rel.EventType, BodySHA256: r.BodySHA256, Destinations: rel.Destinations}
 		now := fmtTime(s.now())
-		ref, isNew, _, _, err := s.claimTx(ctx, tx, r.Source, &ev, now)
+		ref, isNew, _, _, err := s.claimTx(ctx, tx, r.Source, &ev, now, false)
 		if err != nil {
 			return err
 		}

@@ -58,10 +58,28 @@ func (s *Store) FinishAndLease(ctx context.Context, a hookwarden.Attempt, destin
 type leased struct {
 	id, ref             int64
 	attempts, deadCount int
+	probe               bool
 }
 
+// leaseTx leases what flow control allows of max due jobs (gateTx), and
+// records what it took (leasedTx).
 func (s *Store) leaseTx(ctx context.Context, tx *sql.Tx, destination string, max int, leaseFor time.Duration) ([]leased, error) {
 	now := s.now()
+	g, err := s.gateTx(ctx, tx, destination, max, now)
+	if err != nil || g.max <= 0 {
+		return nil, err
+	}
+	got, err := s.leaseRowsTx(ctx, tx, destination, g.max, leaseFor, now)
+	if err != nil {
+		return nil, err
+	}
+	for i := range got {
+		got[i].probe = g.probe
+	}
+	return got, s.leasedTx(ctx, tx, destination, g, len(got), now)
+}
+
+func (s *Store) leaseRowsTx(ctx context.Context, tx *sql.Tx, destination string, max int, leaseFor time.Duration, now time.Time) ([]leased, error) {
 	until := fmtTime(now.Add(leaseFor))
 	rows, err := tx.StmtContext(ctx, s.stmts.lease).QueryContext(ctx, until, until, destination, fmtTime(now), max)
 	if err != nil {
@@ -103,7 +121,7 @@ func (s *Store) leasedJobs(ctx context.Context, destination string, got []leased
 			}
 			return jobs, err
 		}
-		j.ID, j.Destination, j.Attempt, j.DeadCount = l.id, destination, l.attempts, l.deadCount
+		j.ID, j.Destination, j.Attempt, j.DeadCount, j.Probe = l.id, destination, l.attempts, l.deadCount, l.probe
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
@@ -147,7 +165,7 @@ func (s *Store) loadJobEvents(ctx context.Context, refs []int64) (map[int64]hook
 // pooled connection prepares them on first use): parsing the event query
 // took longer than running it.
 type readStmts struct {
-	loadJobs, nextDue *sql.Stmt
+	loadJobs, nextDue, flow *sql.Stmt
 }
 
 func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -168,11 +186,15 @@ JOIN receipts r ON r.id = COALESCE(
 		r.close()
 		return fmt.Errorf("prepare statement: %w", err)
 	}
+	if r.flow, err = db.PrepareContext(ctx, flowSelect); err != nil {
+		r.close()
+		return fmt.Errorf("prepare statement: %w", err)
+	}
 	return nil
 }
 
 func (r *readStmts) close() {
-	for _, st := range []*sql.Stmt{r.loadJobs, r.nextDue} {
+	for _, st := range []*sql.Stmt{r.loadJobs, r.nextDue, r.flow} {
 		if st != nil {
 			st.Close()
 		}
@@ -203,21 +225,26 @@ func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, a hookwarden.Attempt) 
 		return fmt.Errorf("insert attempt: %w", err)
 	}
 	now := fmtTime(s.now())
+	var res sql.Result
 	var err error
 	switch a.Verdict {
 	case hookwarden.Delivered:
-		_, err = tx.StmtContext(ctx, s.stmts.delivered).ExecContext(ctx, now, a.JobID, a.Number)
+		res, err = tx.StmtContext(ctx, s.stmts.delivered).ExecContext(ctx, now, a.JobID, a.Number)
 	case hookwarden.Retry:
-		_, err = tx.StmtContext(ctx, s.stmts.retry).ExecContext(ctx, fmtTime(a.RetryAt), errText, a.JobID, a.Number)
+		res, err = tx.StmtContext(ctx, s.stmts.retry).ExecContext(ctx, fmtTime(a.RetryAt), errText, a.JobID, a.Number)
 	case hookwarden.Dead:
-		_, err = tx.StmtContext(ctx, s.stmts.dead).ExecContext(ctx, errText, now, a.JobID, a.Number)
+		res, err = tx.StmtContext(ctx, s.stmts.dead).ExecContext(ctx, errText, now, a.JobID, a.Number)
 	default:
 		return fmt.Errorf("finish job %d: unknown verdict %q", a.JobID, a.Verdict)
 	}
 	if err != nil {
 		return fmt.Errorf("finish job %d: %w", a.JobID, err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("finish job %d: %w", a.JobID, err)
+	}
+	return s.finishedTx(ctx, tx, a, n == 1)
 }
 
 // NextDue is the earliest due time of a pending job of the destination.
@@ -234,7 +261,7 @@ func (s *Store) NextDue(ctx context.Context, destination string) (time.Time, boo
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next due job: %w", err)
 	}
-	return t, true, nil
+	return s.gateNextDue(ctx, destination, t)
 }
 
 // ReleaseLeases makes every job that was in flight when a previous process

@@ -22,6 +22,7 @@ type writeStmts struct {
 	quarantineNew, quarantineReuse    *sql.Stmt
 	bodyKey, bodyKeyLookup            *sql.Stmt
 	token, tokenLookup                *sql.Stmt
+	backfilled                        *sql.Stmt
 	lease, attempt                    *sql.Stmt
 	delivered, retry, dead            *sql.Stmt
 	many                              manyStmts
@@ -38,8 +39,11 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&w.claim, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
 			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, event_id) DO NOTHING`},
 		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE source = ? AND event_id = ?`},
-		{&w.receipt, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.receipt, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason, origin)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		// Asked only of a duplicate whose bytes differ (rare): was the
+		// claim recovered by a backfill?
+		{&w.backfilled, `SELECT EXISTS (SELECT 1 FROM receipts WHERE event_ref = ? AND kind = 'accepted' AND origin = 'backfill')`},
 		// attempts, next_at and leased_until say whether the job starts
 		// leased to a Direct slot (attempt 1 counted, due at the lease's end).
 		{&w.job, `INSERT INTO jobs (event_ref, destination, state, attempts, next_at, leased_until, created_at)
@@ -92,7 +96,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (w *writeStmts) close() {
 	for _, st := range []*sql.Stmt{w.claim, w.lookup, w.receipt, w.job, w.link, w.quarantineFind, w.quarantineBump,
-		w.quarantineNew, w.quarantineReuse, w.bodyKey, w.bodyKeyLookup, w.token, w.tokenLookup,
+		w.quarantineNew, w.quarantineReuse, w.bodyKey, w.bodyKeyLookup, w.token, w.tokenLookup, w.backfilled,
 		w.lease, w.attempt, w.delivered, w.retry, w.dead} {
 		if st != nil {
 			st.Close()
@@ -148,7 +152,7 @@ func (s *Store) recordTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 // A claim whose payload retention removed the hash (empty body_sha256)
 // cannot tell: the duplicate is not flagged, and unknown says to keep its
 // body, since nothing proves it identical.
-func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string) (ref int64, isNew, divergent, unknown bool, err error) {
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string, fromBackfill bool) (ref int64, isNew, divergent, unknown bool, err error) {
 	res, err := tx.StmtContext(ctx, s.stmts.claim).ExecContext(ctx,
 		source, ev.ID, ev.Type, at, ev.BodySHA256[:], ev.Body)
 	if err != nil {
@@ -167,7 +171,28 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hook
 		return 0, false, false, false, fmt.Errorf("look up claimed event: %w", err)
 	}
 	divergent, unknown = compareClaim(sum, ev)
+	if divergent {
+		if divergent, unknown, err = s.backfillCopy(ctx, tx, ref, fromBackfill); err != nil {
+			return 0, false, false, false, err
+		}
+	}
 	return ref, false, divergent, unknown, nil
+}
+
+// backfillCopy applies the backfill rule to a duplicate whose bytes differ
+// from its claim's: when either copy came from a backfill (the API's JSON
+// may differ from the webhook's bytes) it is not divergent, but its body is
+// kept (unknown), as for a claim whose hash retention removed.
+func (s *Store) backfillCopy(ctx context.Context, tx *sql.Tx, ref int64, fromBackfill bool) (divergent, unknown bool, err error) {
+	if !fromBackfill {
+		if err := tx.StmtContext(ctx, s.stmts.backfilled).QueryRowContext(ctx, ref).Scan(&fromBackfill); err != nil {
+			return false, false, fmt.Errorf("look up backfilled claim: %w", err)
+		}
+	}
+	if fromBackfill {
+		return false, true, nil
+	}
+	return true, false, nil
 }
 
 // compareClaim says how a duplicate's bytes relate to its claim's hash sum:
@@ -207,8 +232,18 @@ func newJob(at, until string, direct bool) (attempts int, next string, leasedUnt
 
 func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, ref int64, ev *hookwarden.Event, at string) (int, error) {
 	st := tx.StmtContext(ctx, s.stmts.job)
-	for _, d := range ev.Destinations {
-		slot, until, direct := s.reserve(d, s.now())
+	for i, d := range ev.Destinations {
+		if key := ev.OrderKey(i); key != "" && s.policy(d).Ordered {
+			if err := s.keyedJobTx(ctx, tx, ref, d, key, at); err != nil {
+				return 0, err
+			}
+			s.waiting(d)
+			continue
+		}
+		slot, until, direct, err := s.reserve(ctx, tx, d, s.now())
+		if err != nil {
+			return 0, err
+		}
 		if direct {
 			// Listed now so that a failure releases the slot.
 			s.handed = append(s.handed, handed{slot: slot})
@@ -230,8 +265,12 @@ func (s *Store) jobsTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, r
 }
 
 func (s *Store) insertReceipt(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, ref any, kind, headers, at string, body []byte, reason any) (int64, error) {
+	var origin any
+	if r.Backfill {
+		origin = "backfill"
+	}
 	res, err := tx.StmtContext(ctx, s.stmts.receipt).ExecContext(ctx,
-		r.Source, ref, kind, at, r.RemoteAddr, headers, body, receiptHash(r, kind, body), reason)
+		r.Source, ref, kind, at, r.RemoteAddr, headers, body, receiptHash(r, kind, body), reason, origin)
 	if err != nil {
 		return 0, fmt.Errorf("insert receipt: %w", err)
 	}
@@ -259,7 +298,7 @@ func (s *Store) singleTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 			}
 		}
 	}
-	ref, isNew, divergent, unknown, err := s.claimTx(ctx, tx, r.Source, ev, at)
+	ref, isNew, divergent, unknown, err := s.claimTx(ctx, tx, r.Source, ev, at, r.Backfill)
 	if err != nil {
 		return err
 	}
@@ -291,7 +330,7 @@ func (s *Store) batchTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt, 
 	link := tx.StmtContext(ctx, s.stmts.link)
 	for i := range r.Events {
 		ev := &r.Events[i]
-		ref, isNew, divergent, _, err := s.claimTx(ctx, tx, r.Source, ev, at)
+		ref, isNew, divergent, _, err := s.claimTx(ctx, tx, r.Source, ev, at, r.Backfill)
 		if err != nil {
 			return err
 		}
@@ -332,9 +371,11 @@ type recordOp struct {
 
 // single reports whether the receipt carries one event that is the whole
 // body: the common case, which recordMany commits with multi-row statements.
-// A receipt with a one-time token (Mailgun) takes singleTx.
+// A receipt with a one-time token (Mailgun), or recovered by a backfill
+// (its origin is kept), takes singleTx. So does one with an order_by key:
+// its jobs are created in order (keyedJobTx).
 func (rc *recordOp) single() bool {
-	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil
+	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil && !rc.r.Backfill && len(rc.r.Events[0].OrderKeys) == 0
 }
 
 // manyLog bounds the multi-row statements: one of each size 1, 2, 4, ...,
@@ -480,6 +521,11 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 		}
 		rc.isNew = false
 		rc.divergent, rc.unknown = compareClaim(sum, ev)
+		if rc.divergent {
+			if rc.divergent, rc.unknown, err = s.backfillCopy(ctx, tx, rc.ref, false); err != nil {
+				return err
+			}
+		}
 	}
 
 	var base int64
@@ -519,7 +565,10 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 			continue
 		}
 		for _, d := range ev.Destinations {
-			slot, until, direct := s.reserve(d, now)
+			slot, until, direct, err := s.reserve(ctx, tx, d, now)
+			if err != nil {
+				return err
+			}
 			j := jobRow{rc, d, until, -1}
 			if direct {
 				// Listed now so that a failure below releases the slot; the

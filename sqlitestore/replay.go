@@ -12,23 +12,8 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// replayArgs is the audit log's record of a replay's arguments.
-type replayArgs struct {
-	Source      string   `json:"source,omitempty"`
-	EventIDs    []string `json:"event_ids,omitempty"`
-	Dead        bool     `json:"dead,omitempty"`
-	JobIDs      []int64  `json:"job_ids,omitempty"`
-	Destination string   `json:"destination,omitempty"`
-	Since       string   `json:"since,omitempty"`
-	Force       bool     `json:"force,omitempty"`
-}
-
 // replayAudit is the audit log's record of what a replay did so far.
-type replayAudit struct {
-	Selected int `json:"selected"`
-	Replayed int `json:"replayed"`
-	Skipped  int `json:"skipped"`
-}
+type replayAudit = hookwarden.ReplayAuditResult
 
 // Replay resets the selected jobs to pending, due now, with attempts = 0 so
 // each gets its destination's full max_attempts again. The event and its
@@ -62,12 +47,7 @@ func (s *Store) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt h
 			e.Action = "replay"
 		}
 		if e.Args == nil {
-			a := replayArgs{Source: sel.Source, EventIDs: sel.EventIDs, Dead: sel.Dead, JobIDs: sel.JobIDs,
-				Destination: sel.Destination, Force: opt.Force}
-			if !sel.Since.IsZero() {
-				a.Since = fmtTime(sel.Since)
-			}
-			e.Args, _ = json.Marshal(a)
+			e.Args = hookwarden.ReplayAuditArgsOf(sel, opt.Force)
 		}
 		if err := checkAudit(&e); err != nil {
 			return res, err
@@ -242,6 +222,9 @@ WHERE id IN (SELECT value FROM json_each(?2))`, now, idSet(reset))
 		}
 		m, err := r.RowsAffected()
 		n = int(m)
+		if err == nil {
+			err = s.orderReplayedTx(ctx, tx, reset) // one head per order_by key
+		}
 		if err != nil || audit == nil || n == 0 {
 			return err
 		}

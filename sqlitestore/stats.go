@@ -41,7 +41,7 @@ ORDER BY 1`
 
 // Stats counts per source and per destination over the whole file. The
 // counts are the counters table (kept by triggers in the same transaction as
-// the rows they count, schema 9) plus pruned_totals (what retention
+// the rows they count, schema 11) plus pruned_totals (what retention
 // removed), so the read costs the same at ten million events as at ten
 // thousand. The last request's time and the oldest pending job are one
 // index seek per name. The names given come first, with zeros, then any

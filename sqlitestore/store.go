@@ -72,11 +72,17 @@ type Store struct {
 	closeErr error
 	once     sync.Once
 
-	stmts writeStmts
-	reads readStmts // prepared on rdb; not in a read-only store
+	stmts  writeStmts
+	fstmts flowStmts // flow control's, on the writer's connection too
+	reads  readStmts // prepared on rdb; not in a read-only store
 
 	direct atomic.Pointer[hookwarden.Direct] // SetDirect
 	handed []handed                          // jobs created leased by the writer's current transaction
+	// flow is the flow policy per destination (SetFlow); txPaused caches,
+	// for the writer's current transaction, which destinations are paused
+	// (directAllowed).
+	flow     atomic.Pointer[map[string]hookwarden.FlowPolicy]
+	txPaused map[string]bool
 
 	healthMu  sync.Mutex
 	lastOK    time.Time
@@ -181,6 +187,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.wdb.Close()
 		return nil, err
 	}
+	if err := s.fstmts.prepare(ctx, s.wdb); err != nil {
+		s.stmts.close()
+		s.wdb.Close()
+		return nil, err
+	}
 	if err := s.openReaders(ctx, false); err != nil {
 		s.wdb.Close()
 		return nil, err
@@ -266,6 +277,7 @@ func (s *Store) Close() error {
 			close(s.quit)
 			<-s.done
 			s.stmts.close()
+			s.fstmts.close()
 			s.closeErr = errors.Join(s.closeErr, s.wdb.Close())
 		}
 		if s.rdb != nil {
@@ -400,6 +412,7 @@ func (s *Store) runTx(ops []*op) (err error) {
 	// turn one impatient client into a failed batch for everyone.
 	ctx := context.Background()
 	s.handed = s.handed[:0]
+	clear(s.txPaused)
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%w: begin: %w", hookwarden.ErrUnavailable, err)

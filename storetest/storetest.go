@@ -82,6 +82,12 @@ func Run(t *testing.T, h Harness) {
 		{"Lease/ReleaseLeases", testReleaseLeases},
 		{"Direct/HandOver", testDirectHandOver},
 		{"Direct/ReleaseOnFailedCommit", testDirectRelease},
+		{"Flow/ManualPause", testManualPause},
+		{"Flow/AutoPause", testAutoPause},
+		{"Flow/Rate", testRate},
+		{"Flow/Order", testOrder},
+		{"Flow/OrderReplay", testOrderReplay},
+		{"Flow/NoDirect", testFlowNoDirect},
 		{"Replay/Rules", testReplay},
 		{"Replay/ThreeStrikes", testThreeStrikes},
 		{"Retention/Payloads", testRetentionPayloads},
@@ -94,7 +100,14 @@ func Run(t *testing.T, h Harness) {
 		{"ListEvents/Filters", testListFilters},
 		{"Stats", testStats},
 		{"Counters/Honest", testCountersHonest},
+		{"Inspect/ShowEvent", testShowEvent},
+		{"Inspect/ShowBatchElement", testShowBatchElement},
+		{"Inspect/ListDead", testListDead},
+		{"Inspect/RecentCounts", testRecentCounts},
+		{"Inspect/QuarantinePages", testQuarantinePages},
 		{"BackupReadable", testBackup},
+		{"Backfill/Recorded", testBackfillRecorded},
+		{"Backfill/Runs", testBackfillRuns},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -91,13 +91,18 @@ func judge(res Result, job *hookwarden.Job, dest *Destination, started time.Time
 		errText = joinText(errShutdown.Error(), errText)
 	case class == Permanent:
 		a.Verdict = hookwarden.Dead
-	case job.Attempt >= dest.MaxAttempts:
+	case job.Attempt >= dest.MaxAttempts && !job.Probe:
+		// A probe's attempt is given back when it fails (the store
+		// does), so a paused destination's jobs never run out of attempts.
 		a.Verdict = hookwarden.Dead
 		errText = joinText(fmt.Sprintf("giving up after %d attempts", job.Attempt), errText)
 	default:
 		a.Verdict = hookwarden.Retry
 		a.RetryAt = finished.Add(NextDelay(job.Attempt, dest.Backoff, res.RetryAfter, rnd))
 	}
+	// A retryable failure counts toward pause_after; shutdown's do not.
+	a.Failed = class == Transient && !aborted
+	a.Probe, a.Destination = job.Probe, job.Destination
 	if len(errText) > maxErrorText {
 		errText = errText[:maxErrorText] + "..."
 	}

@@ -489,6 +489,13 @@ func (d *dispatcher) record(job hookwarden.Job, a hookwarden.Attempt, finish fun
 	if err != nil {
 		log.Error("recording attempt failed; job will be retried when its lease expires",
 			"job", job.ID, "attempt", a.Number, "verdict", a.Verdict, "err", err)
+	} else if d.dest.Ordered && a.Verdict != hookwarden.Retry {
+		// The store made the next job of the key due: lease it now.
+		d.hint.Store(true)
+		select {
+		case d.freed <- struct{}{}:
+		default:
+		}
 	}
 
 	attrs := []any{"job", job.ID, "source", job.Source, "event_id", job.EventID, "attempt", a.Number,

@@ -357,6 +357,17 @@ func (p *Pool) Reserve(destination string) (hookwarden.Slot, bool) {
 	return nil, false
 }
 
+// Waiting notes that a job of the destination was created in the store
+// without a slot (hookwarden.Waiter: flow control kept it from the
+// hand-over), so that NotifyCreated wakes its dispatcher to lease it.
+func (p *Pool) Waiting(destination string) {
+	if d := (*p.active.Load())[destination]; d != nil {
+		d.hint.Store(true)
+	}
+}
+
+var _ hookwarden.Waiter = (*Pool)(nil)
+
 // Healthy returns nil while the pool is open and every destination's
 // dispatcher is turning, no attempt has outlived its lease and no
 // destination has had unhealthyStreak queue errors in a row; a successor
@@ -390,6 +401,7 @@ type fingerprint struct {
 	concurrency, maxAttempts int
 	backoff                  Backoff
 	timeout                  time.Duration
+	ordered                  bool
 	deliverer                any
 }
 
@@ -399,7 +411,7 @@ type settingser interface{ settings() any }
 
 func fingerprintOf(d Destination) fingerprint {
 	fp := fingerprint{concurrency: d.Concurrency, maxAttempts: d.MaxAttempts, backoff: d.Backoff,
-		timeout: d.Timeout, deliverer: d.Deliverer}
+		timeout: d.Timeout, ordered: d.Ordered, deliverer: d.Deliverer}
 	if s, ok := d.Deliverer.(settingser); ok {
 		fp.deliverer = s.settings()
 	}

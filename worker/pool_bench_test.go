@@ -21,9 +21,24 @@ import (
 // the real SQLite store, with a deliverer that succeeds at once: the ceiling
 // the store and the pool put on delivery, without any network. jobs/s is
 // the figure; one op is one job.
+//
+// pause_after=20 runs the same with a flow policy that makes every finish
+// keep the destination's failure streak (docs/performance.md).
 func BenchmarkPoolDeliver(b *testing.B) {
 	for _, conc := range []int{4, 16, 32, 64} {
-		b.Run("concurrency="+strconv.Itoa(conc), func(b *testing.B) {
+		for _, pauseAfter := range []int{0, 20} {
+			name := "concurrency=" + strconv.Itoa(conc)
+			if pauseAfter > 0 {
+				name += "/pause_after=" + strconv.Itoa(pauseAfter)
+			}
+			b.Run(name, func(b *testing.B) { benchPoolDeliver(b, conc, pauseAfter) })
+		}
+	}
+}
+
+func benchPoolDeliver(b *testing.B, conc, pauseAfter int) {
+	{
+		{
 			ctx := context.Background()
 			s, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "hw.db"),
 				sqlitestore.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -31,6 +46,10 @@ func BenchmarkPoolDeliver(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
+			if err := s.SetFlow(ctx, []hookwarden.FlowPolicy{{Destination: "bench/app", PauseAfter: pauseAfter,
+				ProbeEvery: time.Minute}}); err != nil {
+				b.Fatal(err)
+			}
 			benchRecord(b, s, b.N)
 			var delivered atomic.Int64
 			all := make(chan struct{})
@@ -53,7 +72,7 @@ func BenchmarkPoolDeliver(b *testing.B) {
 			b.StopTimer()
 			stop()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-		})
+		}
 	}
 }
 

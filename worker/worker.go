@@ -156,6 +156,11 @@ type Destination struct {
 	// job; default DefaultMaxAttempts.
 	MaxAttempts int
 	Backoff     Backoff
+	// Ordered: the store keeps an order_by for this destination, and a
+	// delivered or dead-lettered job may have made the next job of its key
+	// due; the dispatcher leases again after recording one, instead of at
+	// its next poll.
+	Ordered bool
 	// Timeout bounds one attempt (the pool cancels the deliverer's context);
 	// default the deliverer's own (HTTP and Command enforce theirs), else
 	// DefaultHTTPTimeout. The lease is derived from it (longer than any attempt, so a live attempt is never leased twice).

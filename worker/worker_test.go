@@ -170,3 +170,35 @@ func TestClassString(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeFlow: which attempts count toward pause_after (Failed), and a
+// probe, whose attempt the store gives back, is never dead-lettered for
+// running out of attempts.
+func TestJudgeFlow(t *testing.T) {
+	t.Parallel()
+	dest := Destination{MaxAttempts: 3}
+	now := time.Now()
+	for _, tt := range []struct {
+		name           string
+		res            Result
+		attempt        int
+		probe, aborted bool
+		verdict        hookwarden.Verdict
+		failed         bool
+	}{
+		{"transient counts", Result{Class: Transient}, 1, false, false, hookwarden.Retry, true},
+		{"exhausted counts", Result{Class: Transient}, 3, false, false, hookwarden.Dead, true},
+		{"poison does not count", Result{Class: Permanent}, 1, false, false, hookwarden.Dead, false},
+		{"shutdown does not count", Result{Class: Transient}, 1, false, true, hookwarden.Retry, false},
+		{"success", Result{Class: Success}, 1, false, false, hookwarden.Delivered, false},
+		{"failed probe past max_attempts is retried", Result{Class: Transient}, 3, true, false, hookwarden.Retry, true},
+		{"poison probe is dead", Result{Class: Permanent}, 1, true, false, hookwarden.Dead, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := judge(tt.res, &hookwarden.Job{ID: 1, Attempt: tt.attempt, Probe: tt.probe}, &dest, now, 0, now, 0, tt.aborted)
+			if a.Verdict != tt.verdict || a.Failed != tt.failed || a.Probe != tt.probe {
+				t.Fatalf("verdict %s failed %v probe %v, want %s %v %v", a.Verdict, a.Failed, a.Probe, tt.verdict, tt.failed, tt.probe)
+			}
+		})
+	}
+}

@@ -45,8 +45,12 @@ type App struct {
 	certs             *certReloader // nil without tls.cert/tls.key
 	reloadMu          sync.Mutex    // one Reload at a time
 
-	stopBG context.CancelFunc
-	wg     sync.WaitGroup
+	// backfill runs serve's backfills (backfillserve.go): automatic ones,
+	// and those the API and the dashboard start, on bg.
+	backfill *backfiller
+	bg       context.Context
+	stopBG   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // NewApp prepares an App for a validated configuration.
@@ -82,9 +86,17 @@ func (a *App) Open(ctx context.Context) (err error) {
 		a.Metrics.SetRetentionMargin(s.Name, a.cfg.RetentionMargin(&s))
 		a.Metrics.SetExpectWithin(s.Name, s.ExpectWithin.D())
 		a.Metrics.SetLastAccepted(s.Name, last[s.Name])
+		if s.Backfill != nil {
+			a.Metrics.InitBackfill(s.Name)
+		}
 	}
 	for _, d := range dests {
 		a.Metrics.InitDestination(d)
+	}
+	// Flow control (pause, rate, order_by) is kept by the store; it needs
+	// the policies before the first lease and the first receipt.
+	if err := a.Store.SetFlow(ctx, a.cfg.FlowPolicies()); err != nil {
+		return err
 	}
 	if n, err := a.Store.ReleaseLeases(ctx); err != nil {
 		return err
@@ -119,6 +131,7 @@ func (a *App) Open(ctx context.Context) (err error) {
 		Logger:           a.log,
 		TrustedProxies:   proxies,
 	})
+	a.backfill = a.newServeBackfiller()
 	a.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookwarden_receiver_inflight_bytes",
 		Help: "Request body bytes held in memory now, of limits.max_inflight_bytes."},
 		func() float64 { return float64(a.Receiver.InflightBytes()) }))
@@ -165,7 +178,7 @@ func (a *App) Open(ctx context.Context) (err error) {
 	// the usual delivery costs no lease write and no event read.
 	a.Store.SetDirect(a.Workers)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBG = stopBG
+	a.bg, a.stopBG = bg, stopBG
 	a.serve(a.hookSrv, a.hookLn, "receiver")
 	a.serve(a.adminSrv, a.adminLn, "admin")
 	a.wg.Add(1)
@@ -174,6 +187,8 @@ func (a *App) Open(ctx context.Context) (err error) {
 	go a.outboxLoop(bg)
 	a.wg.Add(1)
 	go a.pruneLoop(bg) // loops.go: retention, hourly, in small batches
+	a.wg.Add(1)
+	go a.autoBackfill(bg) // backfillserve.go: outage windows found at start
 	a.log.Info("hookwarden serving", "receiver", a.hookLn.Addr().String(), "admin", a.adminLn.Addr().String(),
 		"database", a.Store.Path(), "sources", len(sources), "destinations", len(wdests), "version", versionString())
 	return nil
@@ -295,6 +310,11 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 					return nil, nil, closers, fmt.Errorf("%s.filter: %w", dp, err)
 				}
 			}
+			if d.OrderBy != "" {
+				if rd.OrderBy, err = extract.Parse(d.OrderBy); err != nil {
+					return nil, nil, closers, fmt.Errorf("%s.order_by: %w", dp, err)
+				}
+			}
 			rs.Destinations = append(rs.Destinations, rd)
 			var del worker.Deliverer
 			if d.URL != "" {
@@ -319,7 +339,7 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 				del = c
 			}
 			dests = append(dests, worker.Destination{Name: full, Deliverer: del, Concurrency: d.Concurrency,
-				MaxAttempts: d.MaxAttempts, Timeout: d.Timeout.D(),
+				MaxAttempts: d.MaxAttempts, Timeout: d.Timeout.D(), Ordered: d.OrderBy != "",
 				Backoff: worker.Backoff{Initial: d.Backoff.Initial.D(), Max: d.Backoff.Max.D()}})
 		}
 		sources = append(sources, rs)

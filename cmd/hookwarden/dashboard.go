@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/config"
 
 	"github.com/hookwarden/hookwarden/internal/admin"
 )
@@ -17,6 +21,9 @@ func (a *App) newDashboard(adm *admin.Admin, tokenSet bool) (*admin.Dashboard, e
 		for i, s := range cfg.Sources {
 			out[i] = admin.DashboardSource{Name: s.Name, ExpectWithin: s.ExpectWithin.D(), RetryHorizon: s.RetryHorizon.D(),
 				RetentionMargin: cfg.RetentionMargin(&s)}
+			if s.Backfill != nil {
+				out[i].Backfill = hookwarden.BackfillPolicy{Method: config.BackfillMethod(s.Scheme), History: config.BackfillHistory(s.Scheme)}
+			}
 		}
 		return out
 	}
@@ -27,6 +34,9 @@ func (a *App) newDashboard(adm *admin.Admin, tokenSet bool) (*admin.Dashboard, e
 	}
 	o.CountingSince = a.Metrics.Started()
 	o.Notify = func(d ...string) { a.Workers.Notify(d...) }
+	o.Backfill = func(ctx context.Context, source string, from, to time.Time, audit *hookwarden.AuditEntry) (int64, error) {
+		return a.startBackfill(ctx, source, from, to, audit, true)
+	}
 	o.Stale, o.MinClean = gapStale, defaultMinClean // as `gaps` and /api/gaps
 	o.Version = versionString()
 	o.Logger = a.log

@@ -318,3 +318,66 @@ sources:
 		t.Errorf("after logout GET / shows %d, want the login form", code)
 	}
 }
+
+// The dashboard's Pause and Resume buttons: the page shows the state, a
+// form without the anti-forgery token is refused, a pause holds the
+// deliveries, and both are in the audit log with origin dashboard.
+func TestDashboardPausesAndResumes(t *testing.T) {
+	app := newSink(t)
+	a := startApp(t, app.URL, "        order_by: json:data.customer\n")
+	b := newBrowserClient(t, a)
+	code, page := b.get("/")
+	if code != http.StatusOK || !strings.Contains(page, `action="/dashboard/pause"`) {
+		t.Fatalf("GET /: %d, no Pause button:\n%s", code, page)
+	}
+	tok := find(t, csrfRE, page)
+	if code, _ := b.post("/dashboard/pause", url.Values{"destination": {"std/app"}}); code != http.StatusForbidden {
+		t.Fatalf("pause without the form token: %d, want 403", code)
+	}
+	if code, _ := b.post("/dashboard/pause", url.Values{"csrf": {tok}, "destination": {"std/nope"}}); code != http.StatusNotFound {
+		t.Fatalf("pause of an unknown destination: %d, want 404", code)
+	}
+	code, page = b.post("/dashboard/pause", url.Values{"csrf": {tok}, "destination": {"std/app"}})
+	if code != http.StatusOK || !strings.Contains(page, "Paused std/app") || !strings.Contains(page, "paused (manual)") ||
+		!strings.Contains(page, `action="/dashboard/resume"`) {
+		t.Fatalf("after pause: %d\n%s", code, page)
+	}
+	a.post("msg_held", `{"type":"t","data":{"customer":"c1"}}`)
+	if n := a.count(`SELECT count(*) FROM jobs WHERE state = 'pending' AND leased_until IS NULL`); n != 1 {
+		t.Fatalf("while paused: %d jobs waiting, want 1 (not handed to a slot)", n)
+	}
+	code, page = b.post("/dashboard/resume", url.Values{"csrf": {tok}, "destination": {"std/app"}})
+	if code != http.StatusOK || !strings.Contains(page, "Resumed std/app") {
+		t.Fatalf("after resume: %d\n%s", code, page)
+	}
+	app.wait(t)
+	if n := a.count(`SELECT count(*) FROM audit WHERE origin = 'dashboard' AND action IN ('pause', 'resume')`); n != 2 {
+		t.Fatalf("%d dashboard audit entries, want 2", n)
+	}
+}
+
+// The outbox table lists an order_by key whose head keeps failing, with
+// its head event and last error.
+func TestDashboardShowsBlockedKeys(t *testing.T) {
+	fail := make([]int, 1000)
+	for i := range fail {
+		fail[i] = http.StatusServiceUnavailable
+	}
+	app := newSink(t, fail...)
+	a := startApp(t, app.URL, "        order_by: json:data.customer\n        max_attempts: 100000\n")
+	a.post("msg_head", `{"type":"t","data":{"customer":"cus_9"}}`)
+	a.post("msg_next", `{"type":"t","data":{"customer":"cus_9"}}`)
+	b := newBrowserClient(t, a)
+	var page string
+	eventually(t, "the blocked key on the dashboard", func() bool {
+		_, page = b.get("/")
+		return strings.Contains(page, "blocked key <code>cus_9</code>: head <code>msg_head</code>")
+	})
+	if !strings.Contains(page, "HTTP 503") {
+		t.Errorf("the blocked key's last error is not shown:\n%s", page)
+	}
+	if n := a.count(`SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id JOIN events e ON e.id = j.event_ref
+		WHERE e.event_id = 'msg_next'`); n != 0 {
+		t.Errorf("msg_next was attempted %d times behind its failing head", n)
+	}
+}

@@ -223,6 +223,9 @@ func printReceipts(w io.Writer, d *hookwarden.EventDetail) {
 		if r.Batch {
 			kind += " (in a batch)"
 		}
+		if r.Origin == "backfill" && r.Kind != "backfill" {
+			kind += " (from a backfill)" // a live copy had claimed it first
+		}
 		size := "same bytes as the first"
 		switch {
 		case !r.PrunedAt.IsZero():

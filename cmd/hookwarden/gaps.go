@@ -27,7 +27,11 @@ func sourcePolicies(cfg *config.Config) []hookwarden.SourcePolicy {
 	}
 	var ps []hookwarden.SourcePolicy
 	for _, s := range cfg.Sources {
-		ps = append(ps, hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon.D(), ExpectWithin: s.ExpectWithin.D()})
+		p := hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon.D(), ExpectWithin: s.ExpectWithin.D()}
+		if s.Backfill != nil {
+			p.Backfill = hookwarden.BackfillPolicy{Method: config.BackfillMethod(s.Scheme), History: config.BackfillHistory(s.Scheme)}
+		}
+		ps = append(ps, p)
 	}
 	return ps
 }
@@ -43,6 +47,10 @@ func newGapsCmd(g *globals) *cobra.Command {
 run history: each run's start, heartbeats every 2s, and clean stop), and every
 silence longer than a source's expect_within. A window longer than a source's
 retry_horizon is flagged: events that provider sent in it may be lost for good.
+Each window says, per source, what became of its events: recovered (a backfill
+recorded what was missing), requested (redeliveries asked for), recoverable (the
+source has backfill: and the provider still keeps the window: run backfill),
+retried_by_provider (within its retry horizon) or lost for good.
 
 A window after a crash starts at the run's last heartbeat (up to 2s before it
 died) and is always listed; a window after a clean stop shorter than --min is a
@@ -62,7 +70,7 @@ unflagged (the horizons are in the configuration).`,
 			}
 			defer s.Close()
 			opt.Sources = sourcePolicies(cfg)
-			rep, err := s.Gaps(ctx, opt)
+			rep, err := hookwarden.GapsWithRecovery(ctx, s, opt)
 			if err != nil {
 				return err
 			}
@@ -132,6 +140,7 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 				fmtLocal(o.Start), endLocal, beyond)
 		}
 		tw.Flush()
+		printRecovery(w, rep)
 		if rep.Outages[len(rep.Outages)-1].Open {
 			fmt.Fprintln(w, "the last window is open: no serve has run on this file since (or this file is a copy)")
 		}
@@ -139,7 +148,7 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 	if len(rep.Silences) > 0 {
 		fmt.Fprintln(w, "\nsilences (no request for longer than the source's expect_within):")
 		tw := newTable(w)
-		fmt.Fprintln(tw, "SOURCE\tFROM (UTC)\tTO (UTC)\tLENGTH\tEXPECT WITHIN\tLOCAL TIME\tBEYOND RETRY HORIZON")
+		fmt.Fprintln(tw, "SOURCE\tFROM (UTC)\tTO (UTC)\tLENGTH\tEXPECT WITHIN\tLOCAL TIME\tBEYOND RETRY HORIZON\tRECOVERY")
 		for _, s := range rep.Silences {
 			end, endLocal := fmtUTC(s.End), fmtLocal(s.End)
 			if s.Open {
@@ -149,12 +158,81 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 			if s.BeyondRetryHorizon {
 				beyond, lost = "yes", true
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s - %s\t%s\n", s.Source, fmtUTC(s.Start), end, fmtDur(s.Length),
-				fmtDur(s.ExpectWithin), fmtLocal(s.Start), endLocal, beyond)
+			rec := "-"
+			if s.Recovery != "" {
+				rec = recoveryText(s.Recovery)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s - %s\t%s\t%s\n", s.Source, fmtUTC(s.Start), end, fmtDur(s.Length),
+				fmtDur(s.ExpectWithin), fmtLocal(s.Start), endLocal, beyond, rec)
 		}
 		tw.Flush()
 	}
 	if lost {
-		fmt.Fprintln(w, "\nbeyond the retry horizon: events sent in that window may be lost for good: tell the affected users")
+		fmt.Fprintln(w, "\nbeyond the retry horizon: events sent in that window may be lost for good unless recovered: "+
+			"run backfill where recoverable, and tell the users of what is lost for good")
 	}
+}
+
+// recoveryText is a recovery as the text output says it.
+func recoveryText(r string) string {
+	switch r {
+	case hookwarden.RecoveryLost:
+		return "lost for good"
+	case hookwarden.RecoveryRetried:
+		return "retried by provider"
+	}
+	return r
+}
+
+// backfillText sums up a window's last backfill.
+func backfillText(run *hookwarden.BackfillRun) string {
+	if run == nil {
+		return "-"
+	}
+	s := fmtUTC(run.StartedAt)
+	if run.Auto {
+		s += " (auto)"
+	}
+	switch {
+	case !run.Finished():
+		return s + ": running or abandoned"
+	case run.Method == "list":
+		s += fmt.Sprintf(": recovered %d", run.Recovered)
+	default:
+		s += fmt.Sprintf(": requested %d", run.Requested)
+	}
+	if run.AlreadyClaimed != nil {
+		s += fmt.Sprintf(", already claimed %d", *run.AlreadyClaimed)
+	}
+	if run.Failed > 0 {
+		s += fmt.Sprintf(", failed %d", run.Failed)
+	}
+	if run.BeyondHistory != nil {
+		s += ", part beyond history"
+	}
+	if run.Error != "" {
+		s += ", error"
+	}
+	return s
+}
+
+// printRecovery lists each outage's recovery per source.
+func printRecovery(w io.Writer, rep hookwarden.GapReport) {
+	some := false
+	for _, o := range rep.Outages {
+		some = some || len(o.Sources) > 0
+	}
+	if !some {
+		return
+	}
+	fmt.Fprintln(w, "\nrecovery, per window and source:")
+	tw := newTable(w)
+	fmt.Fprintln(tw, "WINDOW START (UTC)\tSOURCE\tRECOVERY\tLAST BACKFILL")
+	for _, o := range rep.Outages {
+		for _, r := range o.Sources {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", fmtUTC(o.Start), r.Source, recoveryText(r.Recovery), backfillText(r.Backfill))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "(recoverable: run `hookwarden backfill SOURCE`; docs/backfill.md says what lost for good means)")
 }

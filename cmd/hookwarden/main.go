@@ -93,10 +93,13 @@ func newRootCmd(g *globals, args []string) *cobra.Command {
 		newDeadCmd(g),
 		newQuarantineCmd(g),
 		newReplayCmd(g),
+		newPauseCmd(g),
+		newResumeCmd(g),
 		newStatsCmd(g),
 		newGapsCmd(g),
 		newPruneCmd(g),
 		newBackupCmd(g),
+		newBackfillCmd(g),
 		newSignCmd(g),
 		newVersionCmd(g),
 		newServeProfiledCmd(g), // hidden: make bench

@@ -147,6 +147,12 @@ func (a *App) Reload(next *config.Config) (reloadResult, error) {
 		return res, err
 	}
 	res.kept, res.replaced, res.added, res.removed = changes.Kept, changes.Replaced, changes.Added, changes.Removed
+	// The store applies the new flow policies at once. Only making the
+	// waiting jobs of a destination no longer ordered due can fail; the
+	// next start or reload does it again.
+	if err := a.Store.SetFlow(context.Background(), merged.FlowPolicies()); err != nil {
+		a.log.Error("reload: flow control applied, but the jobs waiting behind removed order_by keys are not released yet", "err", err)
+	}
 	// Nothing can fail from here on.
 	if pair != nil {
 		a.certs.cert.Store(pair)

@@ -9,6 +9,8 @@ package admin
 //	GET  /api/gaps                        ?since= &min=
 //	GET  /api/stats
 //	GET  /api/quarantine                  ?source= &limit= &cursor=
+//	GET  /api/destinations, POST /api/destinations/{source}/{name}/pause|resume (flow.go)
+//	POST /api/backfill                    {"source","from","to"} → 202 {"id","status":"running"}, 409 while one runs
 //
 // Lists answer {"items": [...], "next_cursor": "..."}; pass next_cursor back
 // as ?cursor= for the next page (absent on the last page).
@@ -37,9 +39,11 @@ type Store interface {
 	ListDead(ctx context.Context, f hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error)
 	Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error)
 	Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
+	BackfillRuns(ctx context.Context, sources []string, since time.Time) ([]hookwarden.BackfillRun, error)
 	Stats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error)
 	Hourly(ctx context.Context, sources []string, since time.Time) (map[string][]hookwarden.HourCount, error)
 	ListQuarantine(ctx context.Context, f hookwarden.QuarantineFilter) ([]hookwarden.Held, int64, error)
+	FlowStore
 }
 
 var _ Store = hookwarden.Store(nil)
@@ -51,12 +55,19 @@ type APIOptions struct {
 	// are called per request, so a reload is seen at once. Either may be nil.
 	Sources      func() []hookwarden.SourcePolicy
 	Destinations func() []string
+	// Rates maps each destination to its configured rate ("20/s"; absent:
+	// none), for GET /api/destinations. Optional.
+	Rates func() map[string]string
 	// Stale and MinClean are passed to Gaps (see hookwarden.GapOptions).
 	Stale, MinClean time.Duration
 	// Notify wakes the workers of the destinations a replay made due, so they
 	// do not wait for their next poll. Optional.
 	Notify func(destinations ...string)
-	Logger *slog.Logger
+	// Backfill starts a backfill of the window in the background and returns
+	// its run's id; hookwarden.ErrBackfillRunning answers 409, ErrNotFound
+	// 404, a BadRequest error 400. Nil: POST /api/backfill answers 404.
+	Backfill func(ctx context.Context, source string, from, to time.Time, audit *hookwarden.AuditEntry) (int64, error)
+	Logger   *slog.Logger
 	// Now is the clock of ?since= (default time.Now).
 	Now func() time.Time
 }
@@ -87,6 +98,8 @@ func (api *API) Register(r *mux.Router) {
 	r.HandleFunc("/api/gaps", api.gaps).Methods(http.MethodGet)
 	r.HandleFunc("/api/stats", api.stats).Methods(http.MethodGet)
 	r.HandleFunc("/api/quarantine", api.quarantine).Methods(http.MethodGet)
+	api.registerFlow(r) // flow.go
+	r.HandleFunc("/api/backfill", api.backfill).Methods(http.MethodPost)
 }
 
 // page is the shape of every list answer.
@@ -112,6 +125,9 @@ type badRequest struct{ msg string }
 func (e *badRequest) Error() string { return e.msg }
 
 func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
+
+// BadRequest marks err as the client's mistake: its message is answered with 400.
+func BadRequest(err error) error { return &badRequest{err.Error()} }
 
 // fail answers an error: the client's own mistakes are explained, internal
 // ones are logged and answered without details.
@@ -306,12 +322,60 @@ func (api *API) gaps(w http.ResponseWriter, r *http.Request) {
 	if api.o.Sources != nil {
 		opt.Sources = api.o.Sources()
 	}
-	rep, err := api.o.Store.Gaps(r.Context(), opt)
+	rep, err := hookwarden.GapsWithRecovery(r.Context(), api.o.Store, opt)
 	if err != nil {
 		api.fail(w, r, err)
 		return
 	}
 	WriteJSON(w, http.StatusOK, rep)
+}
+
+// backfillRequest is the body of POST /api/backfill.
+type backfillRequest struct {
+	Source string    `json:"source"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+}
+
+// backfill starts a backfill of one window (docs/backfill.md); the run goes
+// on in the background, and gaps shows its result with the window.
+func (api *API) backfill(w http.ResponseWriter, r *http.Request) {
+	// The same cross-site defences as replay: a state-changing route.
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		WriteJSON(w, http.StatusForbidden, map[string]string{"status": "forbidden", "error": "cross-site request"})
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		WriteJSON(w, http.StatusUnsupportedMediaType, map[string]string{"status": "bad_request", "error": "want Content-Type: application/json"})
+		return
+	}
+	if api.o.Backfill == nil {
+		WriteJSON(w, http.StatusNotFound, map[string]string{"status": "not_found"})
+		return
+	}
+	var req backfillRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		api.fail(w, r, badf("body: %v (want {\"source\",\"from\",\"to\"}, times in RFC 3339)", err))
+		return
+	}
+	if req.Source == "" || req.From.IsZero() || req.To.IsZero() || !req.From.Before(req.To) {
+		api.fail(w, r, badf(`want "source", and "from" before "to" (RFC 3339)`))
+		return
+	}
+	id, err := api.o.Backfill(r.Context(), req.Source, req.From, req.To,
+		&hookwarden.AuditEntry{Origin: hookwarden.AuditAPI, Actor: r.RemoteAddr})
+	if errors.Is(err, hookwarden.ErrBackfillRunning) {
+		WriteJSON(w, http.StatusConflict, map[string]string{"status": "conflict", "error": err.Error()})
+		return
+	}
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	api.o.Logger.Info("backfill from the admin API", "source", req.Source, "from", req.From, "to", req.To, "run", id, "remote", r.RemoteAddr)
+	WriteJSON(w, http.StatusAccepted, map[string]any{"id": id, "status": "running"})
 }
 
 func (api *API) stats(w http.ResponseWriter, r *http.Request) {

@@ -72,6 +72,7 @@ func setupAPI(t *testing.T) *apiFixture {
 			return []hookwarden.SourcePolicy{{Name: "std", RetryHorizon: time.Hour}}
 		},
 		Destinations: func() []string { return []string{"std/app"} },
+		Rates:        func() map[string]string { return map[string]string{"std/app": "20/s"} },
 		Notify: func(d ...string) {
 			f.mu.Lock()
 			f.notified = append(f.notified, d...)

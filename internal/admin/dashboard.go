@@ -21,6 +21,9 @@ package admin
 //   - Frames are refused (the Replay button cannot be clickjacked) and a
 //     Content-Security-Policy allows no script at all.
 //
+// Pause and Resume buttons per destination, and its blocked order_by keys,
+// are in flow.go.
+//
 // Replay goes through Store.Replay, the CLI's and the API's path, so the
 // three-strikes (--force) and pruned-payload rules live in one place.
 
@@ -31,6 +34,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
@@ -58,7 +62,9 @@ type DashboardStore interface {
 	ListDead(ctx context.Context, f hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error)
 	ListEvents(ctx context.Context, f hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error)
 	Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
+	BackfillRuns(ctx context.Context, sources []string, since time.Time) ([]hookwarden.BackfillRun, error)
 	Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error)
+	FlowStore // pause, resume, flow state (flow.go)
 }
 
 var _ DashboardStore = hookwarden.Store(nil)
@@ -71,6 +77,8 @@ type DashboardSource struct {
 	// RetentionMargin is retention.claims - (retry_horizon + redrive_window);
 	// below zero, a late retry or a redrive can be delivered twice.
 	RetentionMargin time.Duration
+	// Backfill is the source's backfill: (zero: none).
+	Backfill hookwarden.BackfillPolicy
 }
 
 // DashboardOptions configure the dashboard.
@@ -94,6 +102,9 @@ type DashboardOptions struct {
 	Sessions Sessions
 	// Notify wakes the workers of the destinations a replay made due.
 	Notify func(destinations ...string)
+	// Backfill starts a backfill of an outage window [from, to] in the
+	// background (the Backfill button of a recoverable window); nil: no button.
+	Backfill func(ctx context.Context, source string, from, to time.Time, audit *hookwarden.AuditEntry) (int64, error)
 	// Stale and MinClean are passed to Gaps (see hookwarden.GapOptions).
 	Stale, MinClean time.Duration
 	// GapsWindow is how far back outages and silences are listed (default 7d).
@@ -152,11 +163,29 @@ func NewDashboard(o DashboardOptions) (*Dashboard, error) {
 		return nil, fmt.Errorf("dashboard key: %w", err)
 	}
 	t, err := template.New("").Funcs(template.FuncMap{
-		"ago":   func(t time.Time) string { return dashDuration(o.Now().Sub(t)) + " ago" },
-		"dur":   dashDuration,
-		"ts":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"short": func(t time.Time) string { return t.UTC().Format("Jan 2 15:04 UTC") },
-		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"ago":    func(t time.Time) string { return dashDuration(o.Now().Sub(t)) + " ago" },
+		"dur":    dashDuration,
+		"ts":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"short":  func(t time.Time) string { return t.UTC().Format("Jan 2 15:04 UTC") },
+		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"shortp": func(t *time.Time) string { return t.UTC().Format("Jan 2 15:04 UTC") },
+		"deref": func(s *string) string {
+			if s == nil {
+				return ""
+			}
+			return *s
+		},
+		// rfc3339 keeps the fraction: a window's exact bounds, for a form.
+		"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"recovery": func(r string) string {
+			switch r {
+			case hookwarden.RecoveryLost:
+				return "lost for good"
+			case hookwarden.RecoveryRetried:
+				return "retried by the provider"
+			}
+			return r
+		},
 	}).ParseFS(dashFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard templates: %w", err)
@@ -172,6 +201,43 @@ func NewDashboard(o DashboardOptions) (*Dashboard, error) {
 func (d *Dashboard) Register(r *mux.Router) {
 	r.HandleFunc("/", d.page).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/dashboard/replay", d.replay).Methods(http.MethodPost)
+	r.HandleFunc("/dashboard/pause", d.pauseResume("pause")).Methods(http.MethodPost)
+	r.HandleFunc("/dashboard/resume", d.pauseResume("resume")).Methods(http.MethodPost)
+	r.HandleFunc("/dashboard/backfill", d.backfill).Methods(http.MethodPost)
+}
+
+// backfill handles the Backfill button of a recoverable outage window:
+// source, and the window's start and end (RFC 3339). The run goes on in the
+// background; the page shows it with the window.
+func (d *Dashboard) backfill(w http.ResponseWriter, r *http.Request) {
+	dashHeaders(w)
+	if !d.checkPost(w, r) {
+		return
+	}
+	if d.o.Backfill == nil {
+		http.Error(w, "backfill is not available", http.StatusNotFound)
+		return
+	}
+	f := r.PostForm
+	from, err1 := time.Parse(time.RFC3339Nano, f.Get("from"))
+	to, err2 := time.Parse(time.RFC3339Nano, f.Get("to"))
+	if err1 != nil || err2 != nil || f.Get("source") == "" || !from.Before(to) {
+		http.Error(w, "want source, from and to (RFC 3339)", http.StatusBadRequest)
+		return
+	}
+	id, err := d.o.Backfill(r.Context(), f.Get("source"), from, to,
+		&hookwarden.AuditEntry{Origin: hookwarden.AuditDashboard, Actor: r.RemoteAddr})
+	switch {
+	case errors.Is(err, hookwarden.ErrBackfillRunning):
+		http.Redirect(w, r, "/?error=backfill_running#gaps", http.StatusSeeOther)
+		return
+	case err != nil:
+		d.o.Logger.Error("dashboard backfill", "source", f.Get("source"), "err", err)
+		http.Redirect(w, r, "/?error=backfill#gaps", http.StatusSeeOther)
+		return
+	}
+	d.o.Logger.Info("backfill from the dashboard", "source", f.Get("source"), "run", id, "remote", r.RemoteAddr)
+	http.Redirect(w, r, "/?backfill="+strconv.FormatInt(id, 10)+"#gaps", http.StatusSeeOther)
 }
 
 // Front wraps the whole admin handler: it serves the login form, logout and
@@ -387,6 +453,7 @@ type dashSourceRow struct {
 type dashDestRow struct {
 	hookwarden.OutboxStat
 	Stale bool // oldest pending older than 30 minutes (the alert's threshold)
+	Flow  hookwarden.DestinationState
 }
 
 type dashDead struct {
@@ -408,6 +475,7 @@ type dashData struct {
 	Quarantined        []hookwarden.EventSummary
 	Gaps               hookwarden.GapReport
 	GapsWindow         time.Duration
+	CanBackfill        bool
 	Problems           []string // sections that could not be read
 }
 
@@ -449,12 +517,14 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 	}
 	policies := make([]hookwarden.SourcePolicy, len(sources))
 	for i, s := range sources {
-		policies[i] = hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon, ExpectWithin: s.ExpectWithin}
+		policies[i] = hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon, ExpectWithin: s.ExpectWithin,
+			Backfill: s.Backfill}
 	}
+	data.CanBackfill = d.o.Backfill != nil
 	if data.GapsWindow < ChartHours*time.Hour {
 		data.GapsWindow = ChartHours * time.Hour
 	}
-	if data.Gaps, err = d.o.Store.Gaps(ctx, hookwarden.GapOptions{Since: now.Add(-data.GapsWindow),
+	if data.Gaps, err = hookwarden.GapsWithRecovery(ctx, d.o.Store, hookwarden.GapOptions{Since: now.Add(-data.GapsWindow),
 		Stale: d.o.Stale, MinClean: d.o.MinClean, Sources: policies}); err != nil {
 		problem("outage windows", err)
 	}
@@ -485,6 +555,9 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 		data.Dests = append(data.Dests, dashDestRow{OutboxStat: st, Stale: st.OldestPendingAge > 30*time.Minute})
 		data.DeadTotal += st.Dead
 	}
+	if err := d.withFlow(ctx, data.Dests); err != nil {
+		problem("flow control", err)
+	}
 
 	dead, next, err := d.o.Store.ListDead(ctx, hookwarden.DeadFilter{Limit: dashDeadLimit})
 	if err != nil {
@@ -512,8 +585,22 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 // flash turns the redirect's query into a message from a fixed set: nothing
 // from the URL is shown as text except numbers.
 func (d *Dashboard) flash(q url.Values, data *dashData) {
-	if q.Get("error") == "replay" {
+	if flowFlash(q, data) {
+		return
+	}
+	switch q.Get("error") {
+	case "replay":
 		data.FlashError = "The replay failed; the log has the details."
+		return
+	case "backfill":
+		data.FlashError = "The backfill could not start; the log has the details."
+		return
+	case "backfill_running":
+		data.FlashError = "A backfill of this source is running already: wait for it to end."
+		return
+	}
+	if n, _ := strconv.ParseInt(q.Get("backfill"), 10, 64); n > 0 {
+		data.Flash = fmt.Sprintf("Backfill run %d started: the window below shows its result when it ends.", n)
 		return
 	}
 	if q.Get("replayed") == "" {

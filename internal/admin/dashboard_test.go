@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -73,6 +74,10 @@ func (f *fakeDashStore) Gaps(ctx context.Context, opt hookwarden.GapOptions) (ho
 	return f.gaps(ctx, opt)
 }
 
+func (f *fakeDashStore) BackfillRuns(context.Context, []string, time.Time) ([]hookwarden.BackfillRun, error) {
+	return nil, nil
+}
+
 func (f *fakeDashStore) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error) {
 	if f.replay == nil {
 		return hookwarden.ReplayResult{}, errors.New("no replay")
@@ -81,9 +86,10 @@ func (f *fakeDashStore) Replay(ctx context.Context, sel hookwarden.ReplaySelecto
 }
 
 type dashFixture struct {
-	t     *testing.T
-	store *fakeDashStore
-	srv   *httptest.Server
+	t        *testing.T
+	store    *fakeDashStore
+	srv      *httptest.Server
+	backfill func(source string, from, to time.Time, audit *hookwarden.AuditEntry) (int64, error)
 }
 
 // setupDashboard serves the admin handler with the dashboard mounted as
@@ -97,7 +103,13 @@ func setupDashboard(t *testing.T, token string) *dashFixture {
 		Store: f.store,
 		Sources: func() []admin.DashboardSource {
 			return []admin.DashboardSource{{Name: "stripe", ExpectWithin: time.Hour, RetryHorizon: 72 * time.Hour,
-				RetentionMargin: -24 * time.Hour}}
+				RetentionMargin: -24 * time.Hour, Backfill: hookwarden.BackfillPolicy{Method: "list", History: 30 * 24 * time.Hour}}}
+		},
+		Backfill: func(_ context.Context, source string, from, to time.Time, audit *hookwarden.AuditEntry) (int64, error) {
+			if f.backfill == nil {
+				return 0, errors.New("no backfill")
+			}
+			return f.backfill(source, from, to, audit)
 		},
 		Destinations:  func() []string { return []string{"stripe/app"} },
 		Refused:       func(string, time.Duration) (int, int) { return 3, 1 },
@@ -307,6 +319,67 @@ func TestDashboardDuration(t *testing.T) {
 	// The margin is explained where it is shown.
 	if !strings.Contains(page, "How much longer event ids are remembered") {
 		t.Error("the claims retention margin has no explanation on the page")
+	}
+}
+
+// The flow half of the fake: nothing paused, nothing to pause.
+func (f *fakeDashStore) Destinations(_ context.Context, names []string) ([]hookwarden.DestinationState, error) {
+	out := make([]hookwarden.DestinationState, len(names))
+	for i, n := range names {
+		out[i] = hookwarden.DestinationState{Destination: n, BlockedKeys: []hookwarden.BlockedKey{}}
+	}
+	return out, nil
+}
+
+func (f *fakeDashStore) Pause(context.Context, string, *hookwarden.AuditEntry) (bool, error) {
+	return false, errors.New("no pause")
+}
+
+func (f *fakeDashStore) Resume(context.Context, string, *hookwarden.AuditEntry) (bool, error) {
+	return false, errors.New("no resume")
+}
+
+// TestDashboardBackfillButton: a recoverable window gets a Backfill button
+// carrying the window; its POST needs the form token and starts the run
+// through the same function as POST /api/backfill; a run going on is said.
+func TestDashboardBackfillButton(t *testing.T) {
+	f := setupDashboard(t, "")
+	start, end := time.Now().Add(-3*time.Hour).UTC(), time.Now().Add(-2*time.Hour).UTC()
+	f.store.gaps = func(context.Context, hookwarden.GapOptions) (hookwarden.GapReport, error) {
+		return hookwarden.GapReport{Now: time.Now(), Outages: []hookwarden.Outage{{Kind: "outage", Start: start, End: end, Length: time.Hour}}}, nil
+	}
+	_, page := f.get("/")
+	for _, want := range []string{`action="/dashboard/backfill"`, `name="source" value="stripe"`,
+		`name="from" value="` + start.Format(time.RFC3339Nano) + `"`, "stripe: recoverable", ">Backfill</button>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	var got []string
+	f.backfill = func(source string, from, to time.Time, audit *hookwarden.AuditEntry) (int64, error) {
+		got = append(got, fmt.Sprintf("%s %s %s %s", source, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano), audit.Origin))
+		if len(got) > 1 {
+			return 0, hookwarden.ErrBackfillRunning
+		}
+		return 7, nil
+	}
+	form := url.Values{"source": {"stripe"}, "from": {start.Format(time.RFC3339Nano)}, "to": {end.Format(time.RFC3339Nano)}}
+	if code, _ := f.post("/dashboard/backfill", form); code != http.StatusForbidden {
+		t.Errorf("without the form token: %d, want 403", code)
+	}
+	form.Set("csrf", f.formToken())
+	if code, loc := f.post("/dashboard/backfill", form); code != http.StatusSeeOther || loc != "/?backfill=7#gaps" {
+		t.Errorf("backfill: %d %q, want 303 to /?backfill=7#gaps", code, loc)
+	}
+	if code, loc := f.post("/dashboard/backfill", form); code != http.StatusSeeOther || loc != "/?error=backfill_running#gaps" {
+		t.Errorf("while one runs: %d %q", code, loc)
+	}
+	want := fmt.Sprintf("stripe %s %s dashboard", start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
+	if len(got) != 2 || got[0] != want {
+		t.Errorf("backfills started %q, want %q", got, want)
+	}
+	if _, page := f.get("/?backfill=7"); !strings.Contains(page, "Backfill run 7 started") {
+		t.Error("no word of the started run")
 	}
 }
 

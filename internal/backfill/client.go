@@ -138,6 +138,9 @@ type Options struct {
 	MaxBody       int64         // per response; default 16 MiB
 	History       time.Duration // how far back the provider keeps; default the provider's
 	Now           func() time.Time
+	// DryRun: a Redeliverer lists and counts what it would ask for
+	// (Requested) but sends no redelivery or recover request.
+	DryRun bool
 }
 
 const (
@@ -212,6 +215,13 @@ func newClient(name, defaultBase string, history time.Duration, o Options, auth 
 	}
 	o.Client = hc
 	return &client{name: name, base: base, o: o, auth: auth}, nil
+}
+
+// CheckAPIBase is what every client checks of api_base: https, or http on
+// a loopback host (a local fake); no user, query or fragment.
+func CheckAPIBase(s string) error {
+	_, err := checkBase(s)
+	return err
 }
 
 // checkBase accepts https, or http on a loopback host (a local fake).

@@ -22,7 +22,6 @@
 // error (PageError). The part of a window older than the provider keeps is
 // reported in Report.BeyondHistory, never listed silently as empty.
 //
-// Not wired yet: no command (`hookwarden backfill`), no config keys
-// (`backfill:` under a source), no claim/record path, no gaps recovery and no
-// auto mode use this package so far; a later step adds them.
+// The claim and record path, the run log and the command are the caller's
+// (cmd/hookwarden, docs/backfill.md).
 package backfill

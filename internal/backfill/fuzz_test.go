@@ -80,3 +80,16 @@ func FuzzPaddlePage(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSvixRecover: the answer of a recover request is untrusted too.
+func FuzzSvixRecover(f *testing.F) {
+	f.Add([]byte(`{"id":"qtask_1srOrx2ZWZBpBUvZwXKQmoEYga2","status":"running","task":"endpoint.recover"}`))
+	f.Add([]byte(`{"status":"running"}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, err := parseSvixRecover(b)
+		if (err == nil) == (id == "") {
+			t.Fatalf("id %q with error %v", id, err)
+		}
+	})
+}

@@ -48,6 +48,12 @@ func NewGitHub(cfg GitHubConfig) (*GitHub, error) {
 	return &GitHub{c: c, hook: hook}, nil
 }
 
+// CheckHook checks a hook path as NewGitHub does.
+func CheckHook(s string) error {
+	_, err := parseHook(s)
+	return err
+}
+
 func parseHook(s string) (string, error) {
 	parts := strings.Split(strings.Trim(s, "/"), "/")
 	bad := fmt.Errorf("github hook %q: want repos/OWNER/REPO/hooks/ID or orgs/ORG/hooks/ID", s)
@@ -217,6 +223,10 @@ func (g *GitHub) Redeliver(ctx context.Context, from, to time.Time, claimed func
 			}
 			if have {
 				rep.AlreadyClaimed++
+				continue
+			}
+			if g.c.o.DryRun {
+				rep.Requested++
 				continue
 			}
 			if err := g.redeliver(ctx, d.ID); err != nil {

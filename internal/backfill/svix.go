@@ -54,6 +54,9 @@ func (s *Svix) Redeliver(ctx context.Context, from, to time.Time, _ func(id stri
 	if err != nil || !ok {
 		return rep, err
 	}
+	if s.c.o.DryRun {
+		return rep, nil
+	}
 	ctx, cancel := s.c.bounded(ctx)
 	defer cancel()
 	body, _ := json.Marshal(struct {

@@ -14,9 +14,12 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/backfill"
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/signature"
@@ -139,6 +142,53 @@ type Source struct {
 	PublicURL     string        `mapstructure:"public_url"`     // twilio: the URL the provider calls
 	AllowUnsigned bool          `mapstructure:"allow_unsigned"` // required for scheme none
 	Destinations  []Destination `mapstructure:"destinations"`
+	// Backfill recovers outages from the provider's API (docs/backfill.md);
+	// nil: not configured.
+	Backfill *Backfill `mapstructure:"backfill"`
+}
+
+// Backfill configures the recovery of outages from a provider's API, by
+// scheme: stripe and paddle list events (types; stripe: api_version),
+// github redelivers a hook's deliveries (hook), standard asks Svix to
+// recover an endpoint (app, endpoint).
+type Backfill struct {
+	APIKey Secret `mapstructure:"api_key"`
+	// APIBase is the provider's API (default: the provider's own); http only on loopback.
+	APIBase    string   `mapstructure:"api_base"`
+	Hook       string   `mapstructure:"hook"`        // github: repos/OWNER/REPO/hooks/ID or orgs/ORG/hooks/ID
+	App        string   `mapstructure:"app"`         // standard (Svix): the application id or uid
+	Endpoint   string   `mapstructure:"endpoint"`    // standard (Svix): the endpoint id or uid
+	Types      []string `mapstructure:"types"`       // stripe, paddle: only these event types
+	APIVersion string   `mapstructure:"api_version"` // stripe: the endpoint's pinned API version
+	// Auto backfills each outage window once, when serve finds it at start.
+	Auto bool `mapstructure:"auto"`
+}
+
+// BackfillSchemes are the schemes whose providers keep a history to recover from.
+var BackfillSchemes = []string{"stripe", "github", "standard", "paddle"}
+
+// BackfillHistory is how far back the scheme's provider keeps events (or
+// redelivers them); 0 when it depends on the sender (Svix).
+func BackfillHistory(scheme string) time.Duration {
+	switch scheme {
+	case "stripe":
+		return backfill.StripeHistory
+	case "paddle":
+		return backfill.PaddleHistory
+	case "github":
+		return backfill.GitHubHistory
+	}
+	return 0
+}
+
+// BackfillMethod is "list" where Hookwarden records the listed events
+// (stripe, paddle), "redeliver" where the provider sends them again
+// (github, standard).
+func BackfillMethod(scheme string) string {
+	if scheme == "stripe" || scheme == "paddle" {
+		return "list"
+	}
+	return "redeliver"
 }
 
 // HMAC configures the generic hmac scheme.
@@ -168,6 +218,37 @@ type Destination struct {
 	// Filter is a CEL expression over event, headers and body; a job is
 	// created only where it is true (besides Types). Empty: every event.
 	Filter string `mapstructure:"filter"`
+	// Rate limits the attempts started: "N/s", "N/m" or "N/h", a bucket
+	// of N shared by every serve on the store. Empty: unlimited.
+	Rate string `mapstructure:"rate"`
+	// OrderBy is an event key (json:PATH or header:NAME): jobs with the
+	// same key are attempted one at a time, in commit order. Empty: none.
+	OrderBy string `mapstructure:"order_by"`
+	// PauseAfter consecutive retryable failures pause the destination
+	// (one probe every backoff.max until one succeeds); 0: never.
+	PauseAfter int `mapstructure:"pause_after"`
+}
+
+// FlowPolicy is the destination's flow control as the store applies it.
+// The configuration must have been validated (a bad rate reads as none).
+func (d Destination) FlowPolicy(source string) hookwarden.FlowPolicy {
+	r, _ := hookwarden.ParseRate(d.Rate)
+	if d.Rate == "" {
+		r = hookwarden.Rate{}
+	}
+	return hookwarden.FlowPolicy{Destination: d.FullName(source), Concurrency: d.Concurrency, Rate: r,
+		PauseAfter: d.PauseAfter, ProbeEvery: d.Backoff.Max.D(), Ordered: d.OrderBy != ""}
+}
+
+// FlowPolicies lists the flow policy of every configured destination.
+func (c *Config) FlowPolicies() []hookwarden.FlowPolicy {
+	var out []hookwarden.FlowPolicy
+	for _, s := range c.Sources {
+		for _, d := range s.Destinations {
+			out = append(out, d.FlowPolicy(s.Name))
+		}
+	}
+	return out
 }
 
 // Backoff bounds the retry delays of a destination.
@@ -477,6 +558,9 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 			"a late retry or redrive would be taken for a new event and delivered twice",
 			c.Retention.Claims, s.Name, Duration(c.Retention.Claims.D()-margin))
 	}
+	if s.Backfill != nil {
+		c.validateBackfill(s, p+".backfill", add)
+	}
 	if len(s.Destinations) == 0 {
 		warn(p+".destinations", "no destinations: events are recorded but delivered nowhere")
 	}
@@ -530,6 +614,75 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 		if d.Filter != "" {
 			checkFilter(dp+".filter", d.Filter, add)
 		}
+		if d.Rate != "" {
+			if _, err := hookwarden.ParseRate(d.Rate); err != nil {
+				add(dp+".rate", "%v", err)
+			}
+		}
+		if d.OrderBy != "" {
+			if _, err := extract.Parse(d.OrderBy); err != nil {
+				add(dp+".order_by", "%v", err)
+			}
+		}
+		if d.PauseAfter < 0 {
+			add(dp+".pause_after", "must be 0 (never) or more")
+		}
+	}
+}
+
+// validateBackfill checks a source's backfill: keys against its scheme, and
+// that the dedup memory outlasts the provider's history: an event listed
+// again after its claim was pruned would be delivered twice.
+func (c *Config) validateBackfill(s *Source, p string, add func(string, string, ...any)) {
+	b := s.Backfill
+	if !slices.Contains(BackfillSchemes, s.Scheme) {
+		add(p, "scheme %s has no history to backfill from: backfill is for %s", s.Scheme, strings.Join(BackfillSchemes, ", "))
+		return
+	}
+	if b.APIKey == "" {
+		add(p+".api_key", "required: the provider's API key (a secret reference such as env:NAME)")
+	} else if _, err := b.APIKey.Resolve(); err != nil {
+		add(p+".api_key", "%v", err)
+	}
+	if b.APIBase != "" {
+		if err := backfill.CheckAPIBase(b.APIBase); err != nil {
+			add(p+".api_base", "%v", err)
+		}
+	}
+	unused := func(key string, set bool, schemes string) {
+		if set {
+			add(p+"."+key, "not used by scheme %s (only %s)", s.Scheme, schemes)
+		}
+	}
+	switch s.Scheme {
+	case "github":
+		if b.Hook == "" {
+			add(p+".hook", "required for github: repos/OWNER/REPO/hooks/ID or orgs/ORG/hooks/ID")
+		} else if err := backfill.CheckHook(b.Hook); err != nil {
+			add(p+".hook", "%v", err)
+		}
+	case "standard":
+		if b.App == "" {
+			add(p+".app", "required for standard (Svix): the sender's application id or uid")
+		}
+		if b.Endpoint == "" {
+			add(p+".endpoint", "required for standard (Svix): the endpoint id or uid")
+		}
+	}
+	unused("hook", b.Hook != "" && s.Scheme != "github", "github")
+	unused("app", b.App != "" && s.Scheme != "standard", "standard")
+	unused("endpoint", b.Endpoint != "" && s.Scheme != "standard", "standard")
+	unused("types", len(b.Types) > 0 && BackfillMethod(s.Scheme) != "list", "stripe, paddle")
+	unused("api_version", b.APIVersion != "" && s.Scheme != "stripe", "stripe")
+	for k, t := range b.Types {
+		if strings.TrimSpace(t) == "" {
+			add(fmt.Sprintf("%s.types[%d]", p, k), "empty event type")
+		}
+	}
+	if h := BackfillHistory(s.Scheme); BackfillMethod(s.Scheme) == "list" && c.Retention.Claims.D() < h {
+		add("retention.claims", "%s is shorter than the %s history source %q backfills from (%s): "+
+			"an event listed again after its claim was pruned would be delivered twice",
+			c.Retention.Claims, s.Scheme, s.Name, Duration(h))
 	}
 }
 

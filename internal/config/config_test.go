@@ -202,3 +202,31 @@ func TestCheckListen(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowKeys: rate, order_by and pause_after are checked with their key
+// paths, and become the store's flow policy.
+func TestFlowKeys(t *testing.T) {
+	c := Config{Sources: []Source{{Name: "s", Scheme: "none", AllowUnsigned: true, Destinations: []Destination{
+		{Name: "a", URL: "http://127.0.0.1:1/", Rate: "20/s", OrderBy: "json:data.customer", PauseAfter: 5},
+		{Name: "b", URL: "http://127.0.0.1:1/", Rate: "20/d", OrderBy: "body:x", PauseAfter: -1},
+		{Name: "c", URL: "http://127.0.0.1:1/", Rate: "0/m"},
+	}}}}
+	c.ApplyDefaults()
+	var got []string
+	for _, p := range Errors(c.Validate()) {
+		got = append(got, p.Path)
+	}
+	want := "sources[0].destinations[1].rate sources[0].destinations[1].order_by sources[0].destinations[1].pause_after " +
+		"sources[0].destinations[2].rate"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("problems at %v, want %s", got, want)
+	}
+	p := c.Sources[0].Destinations[0].FlowPolicy("s")
+	if p.Destination != "s/a" || p.Rate.N != 20 || p.Rate.Per != time.Second || !p.Ordered || p.PauseAfter != 5 ||
+		p.ProbeEvery != time.Hour || p.Concurrency != 4 {
+		t.Fatalf("flow policy %+v", p)
+	}
+	if p := c.Sources[0].Destinations[2].FlowPolicy("s"); !p.Rate.IsZero() || p.Ordered || p.PauseAfter != 0 {
+		t.Fatalf("flow policy without flow keys: %+v", p)
+	}
+}

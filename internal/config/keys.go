@@ -46,6 +46,8 @@ func walkKeys(v any, t reflect.Type, path string, ps *[]Problem) {
 			}
 			walkKeys(sub, ft, p, ps)
 		}
+	case reflect.Pointer:
+		walkKeys(v, t.Elem(), path, ps)
 	case reflect.Slice:
 		list, ok := v.([]any)
 		if !ok {

@@ -49,6 +49,7 @@ type Metrics struct {
 	commitErrors  prometheus.Counter
 	retentionMarg *prometheus.GaugeVec
 	expectWithin  *prometheus.GaugeVec
+	backfill      *prometheus.CounterVec
 
 	typesMu sync.Mutex
 	types   map[string]map[string]bool // source -> seen types
@@ -99,7 +100,9 @@ func New(log *slog.Logger) *Metrics {
 		Help: "Claims retention minus (retry_horizon + redrive_window); negative means duplicates can slip through."}, []string{"source"})
 	m.expectWithin = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "source_expect_within_seconds",
 		Help: "The source's expect_within: silence longer than this is a gap (the absence alert's threshold)."}, []string{"source"})
-	for _, c := range []prometheus.Collector{m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.ack, m.lastAccepted,
+	m.backfill = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backfill_events_total",
+		Help: "Events a backfill handled, by outcome (recovered, already_claimed, requested, failed)."}, []string{"source", "outcome"})
+	for _, c := range []prometheus.Collector{m.backfill, m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.ack, m.lastAccepted,
 		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg, m.expectWithin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -234,6 +237,23 @@ func (m *Metrics) InitSource(source string) {
 	}
 	for _, k := range []string{hookwarden.QuarantineNoEventID, hookwarden.QuarantineBodyReplayed} {
 		m.quarantined.WithLabelValues(source, k)
+	}
+}
+
+// BackfillOutcomes are the outcome labels of hookwarden_backfill_events_total.
+var BackfillOutcomes = []string{"recovered", "already_claimed", "requested", "failed"}
+
+// InitBackfill creates a backfilled source's series at zero.
+func (m *Metrics) InitBackfill(source string) {
+	for _, o := range BackfillOutcomes {
+		m.backfill.WithLabelValues(source, o)
+	}
+}
+
+// Backfill counts n events of a backfill run with outcome (BackfillOutcomes).
+func (m *Metrics) Backfill(source, outcome string, n int) {
+	if n > 0 {
+		m.backfill.WithLabelValues(source, outcome).Add(float64(n))
 	}
 }
 

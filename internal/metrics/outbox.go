@@ -24,13 +24,24 @@ type outboxCollector struct {
 	maxStale  time.Duration // a snapshot older than this is not served
 	dests     []string
 	stats     []hookwarden.OutboxStat
+	paused    []hookwarden.DestinationState // when r is a FlowReader
 	refreshed time.Time
+}
+
+// FlowReader reads the destinations' flow state (hookwarden.FlowInspector),
+// behind hookwarden_destination_paused. An OutboxReader that is one gets
+// the gauge.
+type FlowReader interface {
+	Destinations(ctx context.Context, names []string) ([]hookwarden.DestinationState, error)
 }
 
 var (
 	pendingDesc = prometheus.NewDesc("hookwarden_outbox_pending", "Jobs waiting for delivery (retries included).", []string{"destination"}, nil)
 	oldestDesc  = prometheus.NewDesc("hookwarden_outbox_oldest_pending_age_seconds", "Age of the oldest pending job (since it was created or last replayed).", []string{"destination"}, nil)
 	deadDesc    = prometheus.NewDesc("hookwarden_dead_letters", "Dead-lettered jobs awaiting a human.", []string{"destination"}, nil)
+	pausedDesc  = prometheus.NewDesc("hookwarden_destination_paused",
+		"1 while the destination is paused (automatically after pause_after failures, or by an operator), else 0.",
+		[]string{"destination"}, nil)
 )
 
 func (c *outboxCollector) setDestinations(d []string) {
@@ -53,8 +64,17 @@ func (c *outboxCollector) refresh(ctx context.Context) {
 		}
 		return
 	}
+	var paused []hookwarden.DestinationState
+	if fr, ok := c.r.(FlowReader); ok {
+		if paused, err = fr.Destinations(ctx, dests); err != nil {
+			if c.log != nil && ctx.Err() == nil {
+				c.log.Error("read destination flow metrics", "err", err)
+			}
+			return
+		}
+	}
 	c.mu.Lock()
-	c.stats, c.refreshed = stats, time.Now()
+	c.stats, c.paused, c.refreshed = stats, paused, time.Now()
 	c.mu.Unlock()
 }
 
@@ -78,6 +98,7 @@ func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- oldestDesc
 	ch <- deadDesc
+	ch <- pausedDesc
 }
 
 func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
@@ -89,7 +110,7 @@ func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
 		c.refresh(context.Background())
 	}
 	c.mu.Lock()
-	stats, since, maxStale := c.stats, time.Since(c.refreshed), c.maxStale
+	stats, paused, since, maxStale := c.stats, c.paused, time.Since(c.refreshed), c.maxStale
 	c.mu.Unlock()
 	if maxStale > 0 && since > maxStale {
 		// Refreshes keep failing: absent series, not made-up values.
@@ -103,5 +124,12 @@ func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.Pending), s.Destination)
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age.Seconds(), s.Destination)
 		ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(s.Dead), s.Destination)
+	}
+	for _, d := range paused {
+		v := 0.0
+		if d.Paused {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, v, d.Destination)
 	}
 }

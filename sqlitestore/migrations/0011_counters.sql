@@ -1,4 +1,4 @@
--- Hookwarden schema, version 9: counts that follow the work, not the history
+-- Hookwarden schema, version 11: counts that follow the work, not the history
 -- (issue 18). Additive only.
 --
 -- The operator's reads (stats, /api/stats, the dashboard, /metrics) used to

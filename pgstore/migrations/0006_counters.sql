@@ -1,5 +1,5 @@
--- Hookwarden PostgreSQL schema, version 2: counts that follow the work, not
--- the history (issue 18); SQLite's schema 9, the same tables and columns
+-- Hookwarden PostgreSQL schema, version 6: counts that follow the work, not
+-- the history (issue 18); SQLite's schema 11, the same tables and columns
 -- plus a shard.
 --
 -- Triggers keep the counts in the same transaction as the rows they count,

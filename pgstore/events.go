@@ -1,0 +1,481 @@
+package pgstore
+
+// Events as the operator reads them (events list, events show, the admin
+// API), with sqlitestore's semantics: claims with their receipts, jobs,
+// attempts and audit entries. Reads are plain reads (no locks): they never
+// wait for a writer nor make one wait. A read of several statements runs
+// in one read-only REPEATABLE READ transaction, one snapshot for all of
+// them, which at that level never fails for a conflict.
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/jackc/pgx/v5"
+)
+
+var _ hookwarden.Inspector = (*Store)(nil)
+
+func limitOf(n int) int {
+	if n <= 0 {
+		return hookwarden.DefaultLimit
+	}
+	return min(n, hookwarden.MaxLimit)
+}
+
+// snapshot runs fn in a read-only transaction with one snapshot.
+func (s *Store) snapshot(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+// utc is a nullable time column as a time (zero for NULL), in UTC.
+func utc(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// idSlack widens the window of a time-bounded walk of events by id. Ids
+// grow in insert order, claimed_at is the receipt's time on the instance
+// that took it: an event inserted after another may carry an earlier time,
+// by the instances' clock skew plus the time from receipt to insert (the
+// body's read, the commit's retries). The walk stops at the newest event
+// claimed before the window's start less this, then filters by time: the
+// window is exact as long as skew and delay stay under it.
+const idSlack = 5 * time.Minute
+
+// idBefore is a scalar subquery: the id of the newest event claimed before
+// the time parameter p less idSlack (0 if none). It walks the events newest
+// first on their primary key and stops there, so its cost follows the
+// window, not the history (events has no index on claimed_at: the hot
+// insert does not pay for one).
+func idBefore(p string) string {
+	return "COALESCE((SELECT id FROM events WHERE claimed_at < " + p + "::timestamptz - interval '" +
+		strconv.Itoa(int(idSlack.Seconds())) + " seconds' ORDER BY id DESC LIMIT 1), 0)"
+}
+
+// eventColumns are an event's summary, selected FROM eventFrom: its jobs by
+// state, the requests that carried it (its own receipts and the batches it
+// was an element of), whether one diverged, and whether retention removed
+// the bytes it would be delivered with (folded into its claim, or its
+// accepted receipt's body cleared).
+const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at, j.pending, j.delivered, j.dead,
+	COALESCE(e.receipts, 0) + r.n + b.n, r.divergent OR b.divergent, e.pruned_at IS NOT NULL OR r.pruned OR b.pruned,
+	e.pruned_at, COALESCE(e.jobs, 0), COALESCE(e.attempts, 0), e.last_received_at, e.delivered_at`
+
+// eventFrom is events e with one aggregate per event over each of its
+// jobs, receipts and batch links, on the jobs_event, receipts_event and
+// receipt_events keys. LATERAL, not EXISTS in the select list: the
+// planner may run an uncorrelated EXISTS as one hashed scan of the whole
+// table, where a walk of a page must cost the page's rows only.
+const eventFrom = `events e
+	CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
+		count(*) FILTER (WHERE state = 'delivered') AS delivered, count(*) FILTER (WHERE state = 'dead') AS dead
+		FROM jobs WHERE event_ref = e.id) j
+	CROSS JOIN LATERAL (SELECT count(*) AS n, COALESCE(bool_or(kind = 'divergent'), false) AS divergent,
+		COALESCE(bool_or(kind = 'accepted' AND pruned_at IS NOT NULL), false) AS pruned
+		FROM receipts WHERE event_ref = e.id) r
+	CROSS JOIN LATERAL (SELECT count(*) AS n, COALESCE(bool_or(re.kind = 'divergent'), false) AS divergent,
+		COALESCE(bool_or(re.kind = 'accepted' AND pr.pruned_at IS NOT NULL), false) AS pruned
+		FROM receipt_events re JOIN receipts pr ON pr.id = re.receipt_id WHERE re.event_ref = e.id) b`
+
+// scanEvent reads the eventColumns (then extra) of one row.
+func scanEvent(row pgx.Row, ev *hookwarden.EventSummary, extra ...any) error {
+	var at time.Time
+	var pruned, last, delivered *time.Time
+	var foldedJobs int
+	dst := append([]any{&ev.Ref, &ev.Source, &ev.EventID, &ev.Type, &at, &ev.Pending, &ev.Delivered, &ev.Dead,
+		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned, &pruned, &foldedJobs, &ev.Attempts, &last, &delivered}, extra...)
+	if err := row.Scan(dst...); err != nil {
+		return err
+	}
+	if pruned != nil {
+		// Folded by retention.payloads: every job was delivered.
+		ev.SummaryOnly = true
+		ev.PrunedAt, ev.LastReceivedAt, ev.DeliveredAt = utc(pruned), utc(last), utc(delivered)
+		ev.Delivered += foldedJobs
+	}
+	ev.Jobs = ev.Pending + ev.Delivered + ev.Dead
+	ev.Status = statusOf(ev.Pending, ev.Dead)
+	ev.ClaimedAt = at.UTC()
+	return nil
+}
+
+func statusOf(pending, dead int) hookwarden.EventStatus {
+	switch {
+	case dead > 0:
+		return hookwarden.StatusDead
+	case pending > 0:
+		return hookwarden.StatusPending
+	}
+	return hookwarden.StatusDelivered
+}
+
+// where gathers a query's conditions and their numbered parameters.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// arg adds a parameter and returns its placeholder.
+func (w *where) arg(v any) string {
+	w.args = append(w.args, v)
+	return "$" + strconv.Itoa(len(w.args))
+}
+
+func (w *where) add(cond string) { w.conds = append(w.conds, cond) }
+
+func (w *where) String() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// page cuts a listing fetched with limit+1 rows to limit and returns the
+// cursor of the next page (the last row's key), 0 on the last page.
+func page[T any](items []T, limit int, key func(T) int64) ([]T, int64) {
+	if len(items) <= limit {
+		return items, 0
+	}
+	items = items[:limit]
+	return items, key(items[limit-1])
+}
+
+// ListEvents lists events newest first, walking the events by id (the
+// primary key) and stopping at the page's end, or, with Since, where the
+// window begins. next is the cursor of the following page, 0 when this page
+// is the last.
+func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items []hookwarden.EventSummary, next int64, err error) {
+	if f.Status == hookwarden.StatusQuarantined {
+		return s.listQuarantined(ctx, f)
+	}
+	q, args, limit, err := eventsQuery(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ev hookwarden.EventSummary
+		if err := scanEvent(rows, &ev); err != nil {
+			return nil, 0, fmt.Errorf("list events: %w", err)
+		}
+		items = append(items, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	items, next = page(items, limit, func(e hookwarden.EventSummary) int64 { return e.Ref })
+	return items, next, nil
+}
+
+// eventsQuery is ListEvents' statement for f (not quarantined), which
+// fetches one row more than the page's limit.
+func eventsQuery(f hookwarden.EventFilter) (q string, args []any, limit int, err error) {
+	var w where
+	if f.Source != "" {
+		w.add("e.source = " + w.arg(f.Source))
+	}
+	if p, ok := strings.CutSuffix(f.Type, "*"); ok {
+		w.add("starts_with(e.event_type, " + w.arg(p) + ")")
+	} else if f.Type != "" {
+		w.add("e.event_type = " + w.arg(f.Type))
+	}
+	if !f.Since.IsZero() {
+		at := w.arg(f.Since.UTC())
+		w.add("e.claimed_at >= " + at)
+		w.add("e.id > " + idBefore(at))
+	}
+	if f.Cursor > 0 {
+		w.add("e.id < " + w.arg(f.Cursor))
+	}
+	switch f.Status {
+	case hookwarden.StatusDead:
+		// Semi-joins on the partial indexes of dead and pending jobs: as
+		// large as the dead letters or the backlog, not the history.
+		w.add("e.id IN (SELECT event_ref FROM jobs WHERE state = 'dead')")
+	case hookwarden.StatusPending:
+		w.add("e.id IN (SELECT event_ref FROM jobs WHERE state = 'pending')")
+		w.add("NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')")
+	case hookwarden.StatusDelivered:
+		w.add("NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state <> 'delivered')")
+	case "":
+	default:
+		return "", nil, 0, fmt.Errorf("list events: unknown status %q", f.Status)
+	}
+	limit = limitOf(f.Limit)
+	q = "SELECT " + eventColumns + " FROM " + eventFrom + w.String() + " ORDER BY e.id DESC LIMIT " + w.arg(limit+1)
+	return q, w.args, limit, nil
+}
+
+// listQuarantined is ListEvents of status quarantined: the held requests
+// not released (a released one is an event now), newest first.
+func (s *Store) listQuarantined(ctx context.Context, f hookwarden.EventFilter) (items []hookwarden.EventSummary, next int64, err error) {
+	var w where
+	w.add("q.released_at IS NULL")
+	if f.Source != "" {
+		w.add("q.source = " + w.arg(f.Source))
+	}
+	if !f.Since.IsZero() {
+		w.add("q.last_at >= " + w.arg(f.Since.UTC()))
+	}
+	if f.Cursor > 0 {
+		w.add("q.receipt_id < " + w.arg(f.Cursor))
+	}
+	limit := limitOf(f.Limit)
+	q := `SELECT q.receipt_id, q.source, q.reason, q.first_at, q.last_at, q.count FROM quarantine q` + w.String() +
+		" ORDER BY q.receipt_id DESC LIMIT " + w.arg(limit+1)
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, q, w.args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list quarantined: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		ev := hookwarden.EventSummary{Status: hookwarden.StatusQuarantined}
+		var first, last time.Time
+		if err := rows.Scan(&ev.Receipt, &ev.Source, &ev.Reason, &first, &last, &ev.Count); err != nil {
+			return nil, 0, fmt.Errorf("list quarantined: %w", err)
+		}
+		ev.Ref, ev.Receipts = ev.Receipt, ev.Count
+		ev.ClaimedAt, ev.LastAt = first.UTC(), last.UTC()
+		items = append(items, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list quarantined: %w", err)
+	}
+	items, next = page(items, limit, func(e hookwarden.EventSummary) int64 { return e.Ref })
+	return items, next, nil
+}
+
+// ShowEvent returns one event with its receipts, jobs, attempts and audit
+// entries, read from one snapshot, or an error wrapping
+// hookwarden.ErrNotFound.
+func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwarden.EventDetail, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	d := &hookwarden.EventDetail{}
+	err := s.snapshot(ctx, func(tx pgx.Tx) error {
+		var sum, element []byte
+		row := tx.QueryRow(ctx, "SELECT "+eventColumns+", e.body_sha256, e.body FROM "+eventFrom+" WHERE e.source = $1 AND e.event_id = $2",
+			source, eventID)
+		if err := scanEvent(row, &d.EventSummary, &sum, &element); err != nil {
+			return err
+		}
+		d.BodySHA256 = hex.EncodeToString(sum) // "" once folded: the hash went with the payload
+		if err := loadReceipts(ctx, tx, d); err != nil {
+			return err
+		}
+		if element != nil {
+			d.Body, d.ContentType = element, "application/json"
+		}
+		for _, r := range d.ReceiptLog {
+			if r.Kind != "accepted" && r.Kind != "backfill" { // the claim's receipt
+				continue
+			}
+			if !r.PrunedAt.IsZero() && !d.SummaryOnly {
+				d.PrunedAt = r.PrunedAt
+			}
+			if !r.Batch {
+				d.Body, d.ContentType = r.Body, r.Header.Get("Content-Type")
+			}
+		}
+		if err := loadJobs(ctx, tx, d); err != nil {
+			return err
+		}
+		var err error
+		d.Audit, err = eventAudit(ctx, tx, source, eventID)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("event %s/%s: %w", source, eventID, hookwarden.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("show event: %w", err)
+	}
+	return d, nil
+}
+
+// QuarantinedReceipt reports whether receipt id of source is a quarantined
+// request: what `events show SOURCE ID` most likely meant when no event has
+// that id (the quarantine list shows receipt ids).
+func (s *Store) QuarantinedReceipt(ctx context.Context, source string, id int64) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM receipts WHERE id = $1 AND source = $2 AND kind = 'quarantined')`,
+		id, source).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look up receipt %d: %w", id, err)
+	}
+	return ok, nil
+}
+
+// loadReceipts reads the requests that carried the event: its own
+// receipts, then the batches it was an element of, in arrival order.
+func loadReceipts(ctx context.Context, tx pgx.Tx, d *hookwarden.EventDetail) error {
+	rows, err := tx.Query(ctx, `
+SELECT r.id, CASE WHEN r.origin = 'backfill' AND r.kind = 'accepted' THEN 'backfill' ELSE r.kind END,
+	false, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at, COALESCE(r.origin, '')
+FROM receipts r WHERE r.event_ref = $1
+UNION ALL
+SELECT r.id, re.kind, true, r.received_at, r.remote_addr, r.headers, r.body, r.body_sha256, r.pruned_at, ''
+FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.event_ref = $1
+ORDER BY 1`, d.Ref)
+	if err != nil {
+		return fmt.Errorf("show event receipts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r hookwarden.ReceiptInfo
+		var at time.Time
+		var headers string
+		var sum []byte
+		var pruned *time.Time
+		if err := rows.Scan(&r.ID, &r.Kind, &r.Batch, &at, &r.RemoteAddr, &headers, &r.Body, &sum, &pruned, &r.Origin); err != nil {
+			return fmt.Errorf("show event receipts: %w", err)
+		}
+		r.Header = decodeHeaders(headers)
+		r.BodySHA256 = hex.EncodeToString(sum)
+		if len(sum) == 0 && !r.Batch {
+			r.BodySHA256 = d.BodySHA256 // the event's own bytes: the hash is on the claim
+		}
+		r.ReceivedAt, r.PrunedAt = at.UTC(), utc(pruned)
+		d.ReceiptLog = append(d.ReceiptLog, r)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("show event receipts: %w", err)
+	}
+	return nil
+}
+
+// loadJobs reads the event's jobs and every attempt of each.
+func loadJobs(ctx context.Context, tx pgx.Tx, d *hookwarden.EventDetail) error {
+	rows, err := tx.Query(ctx, `
+SELECT id, destination, state, attempts, dead_count, next_at, leased_until, last_error, created_at, finished_at, replayed_at
+FROM jobs WHERE event_ref = $1 ORDER BY id`, d.Ref)
+	if err != nil {
+		return fmt.Errorf("show event jobs: %w", err)
+	}
+	defer rows.Close()
+	byID := map[int64]int{}
+	for rows.Next() {
+		var j hookwarden.JobInfo
+		var next, created time.Time
+		var leased, finished, replayed *time.Time
+		var lastErr *string
+		if err := rows.Scan(&j.ID, &j.Destination, &j.State, &j.Attempts, &j.DeadCount, &next, &leased, &lastErr,
+			&created, &finished, &replayed); err != nil {
+			return fmt.Errorf("show event jobs: %w", err)
+		}
+		if lastErr != nil {
+			j.LastError = *lastErr
+		}
+		j.NextAt, j.CreatedAt = next.UTC(), created.UTC()
+		j.LeasedUntil, j.FinishedAt, j.ReplayedAt = utc(leased), utc(finished), utc(replayed)
+		byID[j.ID] = len(d.JobLog)
+		d.JobLog = append(d.JobLog, j)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("show event jobs: %w", err)
+	}
+	rows.Close()
+
+	rows, err = tx.Query(ctx, `
+SELECT a.job_id, a.number, a.started_at, a.duration_us, a.status_code, a.exit_code, a.error, a.response, a.verdict
+FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.event_ref = $1 ORDER BY a.id`, d.Ref)
+	if err != nil {
+		return fmt.Errorf("show event attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a hookwarden.AttemptInfo
+		var job, us int64
+		var at time.Time
+		var status, exit *int
+		var errText *string
+		var resp []byte
+		if err := rows.Scan(&job, &a.Number, &at, &us, &status, &exit, &errText, &resp, &a.Verdict); err != nil {
+			return fmt.Errorf("show event attempts: %w", err)
+		}
+		a.StartedAt = at.UTC()
+		a.DurationMS = float64(us) / 1000
+		if status != nil {
+			a.StatusCode = *status
+		}
+		a.ExitCode = exit
+		if errText != nil {
+			a.Error = *errText
+		}
+		a.Response = string(resp)
+		if i, ok := byID[job]; ok {
+			d.JobLog[i].Log = append(d.JobLog[i].Log, a)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("show event attempts: %w", err)
+	}
+	return nil
+}
+
+// EventAudit lists the audit entries that changed one event, oldest first.
+func (s *Store) EventAudit(ctx context.Context, source, eventID string) ([]hookwarden.AuditEntry, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return eventAudit(ctx, s.pool, source, eventID)
+}
+
+// querier is the pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// eventAudit reads the entries linked to one event, on the audit_events key.
+func eventAudit(ctx context.Context, q querier, source, eventID string) ([]hookwarden.AuditEntry, error) {
+	rows, err := q.Query(ctx, `
+SELECT a.id, a.at, a.action, a.origin, a.actor, a.args, a.result, a.receipt_id
+FROM audit_events l JOIN audit a ON a.id = l.audit_id
+WHERE l.source = $1 AND l.event_id = $2 ORDER BY a.id`, source, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	defer rows.Close()
+	var out []hookwarden.AuditEntry
+	for rows.Next() {
+		var e hookwarden.AuditEntry
+		var args string
+		var result *string
+		var receipt *int64
+		if err := rows.Scan(&e.ID, &e.At, &e.Action, &e.Origin, &e.Actor, &args, &result, &receipt); err != nil {
+			return nil, fmt.Errorf("read audit log: %w", err)
+		}
+		e.At = e.At.UTC()
+		e.Args = []byte(args)
+		if result != nil {
+			e.Result = []byte(*result)
+		}
+		if receipt != nil {
+			e.ReceiptID = *receipt
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	return out, nil
+}

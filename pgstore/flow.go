@@ -1,0 +1,506 @@
+package pgstore
+
+// Flow control across instances (docs/design.md, "Flow control"): pause,
+// probes, the rate's token bucket, concurrency and the order of keyed
+// jobs, with sqlitestore's semantics. Each lease locks its destination's
+// row of destination_flow (SELECT ... FOR UPDATE) for its transaction, so
+// the count of leases in flight, the bucket and the next probe are read
+// and written by one instance at a time; the order of a key is kept under
+// a transaction advisory lock on (destination, key), taken by Record and
+// by the Finish that releases the key's next job.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+	"github.com/jackc/pgx/v5"
+)
+
+// waitingAt is hookwarden.WaitingDue: a keyed job's due time while it
+// waits behind its key's head.
+var waitingAt = hookwarden.WaitingDue
+
+// flowPolicies is the policy per destination (SetFlow).
+type flowPolicies = atomic.Pointer[map[string]hookwarden.FlowPolicy]
+
+// flowRow is a destination's row of destination_flow (zero: no row).
+type flowRow struct {
+	pause     *string
+	failures  int
+	nextProbe *time.Time
+	tokens    *float64
+	tokensAt  *time.Time
+}
+
+func (f flowRow) kind() string {
+	if f.pause == nil {
+		return ""
+	}
+	return *f.pause
+}
+
+// readFlow reads dest's flow state and the store's time; lock takes the
+// row for the transaction (creating it first), which serializes the leases
+// of dest across instances.
+func (s *Store) readFlow(ctx context.Context, q querier, dest string, lock bool) (flowRow, time.Time, error) {
+	var f flowRow
+	var now time.Time
+	sql := `SELECT f.pause, f.failures, f.next_probe_at, f.tokens, f.tokens_at, t.now
+		FROM (SELECT COALESCE($2::timestamptz, now()) AS now) t LEFT JOIN destination_flow f ON f.destination = $1`
+	if lock {
+		sql = `WITH up AS (INSERT INTO destination_flow (destination) VALUES ($1) ON CONFLICT DO NOTHING)
+		SELECT pause, failures, next_probe_at, tokens, tokens_at, COALESCE($2::timestamptz, now())
+		FROM destination_flow WHERE destination = $1 FOR UPDATE`
+	}
+	var failures *int
+	err := q.QueryRow(ctx, sql, dest, s.now()).Scan(&f.pause, &failures, &f.nextProbe, &f.tokens, &f.tokensAt, &now)
+	if lock && errors.Is(err, pgx.ErrNoRows) {
+		// The row was inserted by this statement: the CTE's row is not
+		// visible to its own SELECT. Read it again, now that it exists.
+		err = q.QueryRow(ctx, `SELECT pause, failures, next_probe_at, tokens, tokens_at, COALESCE($2::timestamptz, now())
+			FROM destination_flow WHERE destination = $1 FOR UPDATE`, dest, s.now()).
+			Scan(&f.pause, &failures, &f.nextProbe, &f.tokens, &f.tokensAt, &now)
+	}
+	if err != nil {
+		return flowRow{}, time.Time{}, fmt.Errorf("read flow state of %s: %w", dest, err)
+	}
+	if failures != nil {
+		f.failures = *failures
+	}
+	return f, now.UTC(), nil
+}
+
+// SetFlow makes policies the flow control of their destinations. A
+// destination that is not ordered (any more) has its waiting jobs made
+// due now: nothing would ever release them otherwise.
+func (s *Store) SetFlow(ctx context.Context, policies []hookwarden.FlowPolicy) error {
+	m := make(map[string]hookwarden.FlowPolicy, len(policies))
+	var unordered []string
+	for _, p := range policies {
+		m[p.Destination] = p
+		if !p.Ordered {
+			unordered = append(unordered, p.Destination)
+		}
+	}
+	s.flow.Store(&m)
+	if len(unordered) == 0 {
+		return nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, `UPDATE jobs SET next_at = COALESCE($1::timestamptz, now())
+		WHERE destination = ANY($2) AND state = 'pending' AND next_at = $3`, s.now(), unordered, waitingAt); err != nil {
+		return fmt.Errorf("%w: release waiting jobs: %w", hookwarden.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (s *Store) policy(dest string) hookwarden.FlowPolicy {
+	if m := s.flow.Load(); m != nil {
+		return (*m)[dest]
+	}
+	return hookwarden.FlowPolicy{}
+}
+
+// finishHooks reports whether some policy needs Finish to look at the
+// job's destination: pause_after or order_by.
+func (s *Store) finishHooks() bool {
+	m := s.flow.Load()
+	if m == nil {
+		return false
+	}
+	for _, p := range *m {
+		if p.PauseAfter > 0 || p.Ordered {
+			return true
+		}
+	}
+	return false
+}
+
+// bucket is the rate's token bucket at now (full when new).
+func bucket(r hookwarden.Rate, f flowRow, now time.Time) float64 {
+	n := float64(r.N)
+	if f.tokens == nil || f.tokensAt == nil {
+		return n
+	}
+	elapsed := max(now.Sub(*f.tokensAt), 0)
+	return min(n, *f.tokens+float64(elapsed)/float64(r.Per)*n)
+}
+
+// leaseTx leases, in tx, what flow control allows of max due jobs of
+// destination: nothing while paused manually, one probe per probe
+// interval while paused automatically, no more than the rate's tokens, no
+// more than concurrency minus the leases in flight on every instance. A
+// job whose event cannot be read ends the list with an error wrapping
+// errNoEvent (its lease stands); any other error is the statement's.
+func (s *Store) leaseTx(ctx context.Context, tx pgx.Tx, destination string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
+	f, now, err := s.readFlow(ctx, tx, destination, true)
+	if err != nil {
+		return nil, err
+	}
+	p := s.policy(destination)
+	limit, probe := max, false
+	switch f.kind() {
+	case hookwarden.PauseManual:
+		return nil, nil
+	case hookwarden.PauseAuto:
+		if f.nextProbe != nil && now.Before(*f.nextProbe) {
+			return nil, nil
+		}
+		limit, probe = 1, true
+	}
+	var tokens float64
+	if !p.Rate.IsZero() {
+		tokens = bucket(p.Rate, f, now)
+		limit = min(limit, int(math.Floor(tokens)))
+	}
+	if p.Concurrency > 0 && limit > 0 {
+		var inflight int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs
+			WHERE destination = $1 AND state = 'pending' AND leased_until > $2`, destination, now).Scan(&inflight); err != nil {
+			return nil, fmt.Errorf("count leases of %s: %w", destination, err)
+		}
+		limit = min(limit, p.Concurrency-inflight)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, leaseSQL, destination, limit, leaseFor.Microseconds(), now, s.holder())
+	if err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	jobs, loadErr := leasedJobs(rows, destination)
+	if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
+		return nil, loadErr
+	}
+	n := len(jobs)
+	if errors.Is(loadErr, errNoEvent) {
+		n = limit // not known how many the statement took: spend the most it could
+	}
+	if probe {
+		for i := range jobs {
+			jobs[i].Probe = true
+		}
+	}
+	if n > 0 && (!p.Rate.IsZero() || probe) {
+		var tk, probeAt any
+		if !p.Rate.IsZero() {
+			tk = tokens - float64(n)
+		}
+		if probe {
+			probeAt = now.Add(maxDur(p.ProbeEvery, time.Second))
+		}
+		if _, err := tx.Exec(ctx, `UPDATE destination_flow SET
+			tokens = COALESCE($2, tokens), tokens_at = CASE WHEN $2::double precision IS NULL THEN tokens_at ELSE $3 END,
+			next_probe_at = COALESCE($4, next_probe_at) WHERE destination = $1`, destination, tk, now, probeAt); err != nil {
+			return nil, fmt.Errorf("record lease in flow state of %s: %w", destination, err)
+		}
+	}
+	return jobs, loadErr
+}
+
+func maxDur(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// finishedTx applies a finished attempt to flow control after its verdict
+// (matched: the attempt was the job's current one), as sqlitestore does.
+func (s *Store) finishedTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt, matched bool) error {
+	if !matched || (!a.Probe && !s.finishHooks()) {
+		return nil
+	}
+	if p := s.policy(a.Destination); a.Destination != "" && !a.Probe && p.PauseAfter == 0 && !p.Ordered {
+		return nil // nothing of this destination's flow depends on it
+	}
+	var dest string
+	var key *string
+	var now time.Time
+	if a.Probe && a.Verdict == hookwarden.Retry {
+		if err := tx.QueryRow(ctx, `UPDATE jobs SET attempts = attempts - 1 WHERE id = $1 AND attempts > 0
+			RETURNING destination, order_key, COALESCE($2::timestamptz, now())`, a.JobID, s.now()).Scan(&dest, &key, &now); err != nil {
+			return fmt.Errorf("give back the probe's attempt: %w", err)
+		}
+	} else if err := tx.QueryRow(ctx, `SELECT destination, order_key, COALESCE($2::timestamptz, now()) FROM jobs WHERE id = $1`,
+		a.JobID, s.now()).Scan(&dest, &key, &now); err != nil {
+		return fmt.Errorf("read finished job %d: %w", a.JobID, err)
+	}
+	p := s.policy(dest)
+	switch {
+	case a.Verdict == hookwarden.Delivered:
+		if _, err := tx.Exec(ctx, `UPDATE destination_flow SET failures = 0,
+			pause = CASE pause WHEN 'auto' THEN NULL ELSE pause END,
+			next_probe_at = CASE pause WHEN 'auto' THEN NULL ELSE next_probe_at END
+			WHERE destination = $1 AND (failures != 0 OR pause = 'auto')`, dest); err != nil {
+			return fmt.Errorf("reset failures of %s: %w", dest, err)
+		}
+	case a.Failed && p.PauseAfter > 0:
+		if _, err := tx.Exec(ctx, `INSERT INTO destination_flow AS f (destination, failures) VALUES ($1, 1)
+			ON CONFLICT (destination) DO UPDATE SET failures = f.failures + 1,
+				pause = CASE WHEN f.pause IS NULL AND f.failures + 1 >= $2 THEN 'auto' ELSE f.pause END,
+				paused_at = CASE WHEN f.pause IS NULL AND f.failures + 1 >= $2 THEN $3 ELSE f.paused_at END,
+				next_probe_at = CASE WHEN f.pause IS NULL AND f.failures + 1 >= $2 THEN $4 ELSE f.next_probe_at END`,
+			dest, p.PauseAfter, now, now.Add(maxDur(p.ProbeEvery, time.Second))); err != nil {
+			return fmt.Errorf("count failure of %s: %w", dest, err)
+		}
+		if p.PauseAfter <= 1 {
+			// A first failure inserted the row: it pauses at once too.
+			if _, err := tx.Exec(ctx, `UPDATE destination_flow SET pause = 'auto', paused_at = $2, next_probe_at = $3
+				WHERE destination = $1 AND pause IS NULL AND failures >= 1`, dest, now, now.Add(maxDur(p.ProbeEvery, time.Second))); err != nil {
+				return fmt.Errorf("pause %s: %w", dest, err)
+			}
+		}
+	}
+	if key != nil && (a.Verdict == hookwarden.Delivered || a.Verdict == hookwarden.Dead) {
+		return nextOfKeyTx(ctx, tx, dest, *key, now)
+	}
+	return nil
+}
+
+// lockKeyTx takes the transaction advisory lock of dest's key: Record and
+// the Finish that releases the key's next job agree on its head.
+func lockKeyTx(ctx context.Context, tx pgx.Tx, dest, key string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('hookwarden order ' || $1 || E'\n' || $2, 0))`,
+		dest, key); err != nil {
+		return fmt.Errorf("lock key %q at %s: %w", key, dest, err)
+	}
+	return nil
+}
+
+// nextOfKeyTx makes the oldest waiting job of dest's key due now.
+func nextOfKeyTx(ctx context.Context, tx pgx.Tx, dest, key string, now time.Time) error {
+	if err := lockKeyTx(ctx, tx, dest, key); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE jobs SET next_at = $1 WHERE id = (
+		SELECT id FROM jobs WHERE destination = $2 AND order_key = $3 AND state = 'pending' AND next_at = $4 ORDER BY id LIMIT 1)`,
+		now, dest, key, waitingAt); err != nil {
+		return fmt.Errorf("release the next job of key %q at %s: %w", key, dest, err)
+	}
+	return nil
+}
+
+// keyBusyTx reports whether dest's key has a head (a pending job not
+// waiting) other than job except.
+func keyBusyTx(ctx context.Context, tx pgx.Tx, dest, key string, except int64) (bool, error) {
+	var busy bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs
+		WHERE destination = $1 AND order_key = $2 AND state = 'pending' AND next_at != $3 AND id != $4)`,
+		dest, key, waitingAt, except).Scan(&busy); err != nil {
+		return false, fmt.Errorf("look up key %q at %s: %w", key, dest, err)
+	}
+	return busy, nil
+}
+
+// keyedJobTx creates the job of an event with an order_by key under the
+// key's lock: due now when the key has no head, else waiting behind it.
+// The lock is held to COMMIT, so a second instance's job of the key is
+// inserted (and numbered) after this one commits: id order is commit order.
+func (rc *recording) keyedJobTx(ctx context.Context, ref int64, dest, key string) error {
+	if err := lockKeyTx(ctx, rc.tx, dest, key); err != nil {
+		return err
+	}
+	// Any pending job of the key means it has a head (the finish that ends
+	// a head makes the next due, under this lock): one index probe,
+	// however long the key's queue.
+	var busy bool
+	if err := rc.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE destination = $1 AND order_key = $2 AND state = 'pending')`,
+		dest, key).Scan(&busy); err != nil {
+		return fmt.Errorf("look up key %q at %s: %w", key, dest, err)
+	}
+	var next any = rc.now
+	if busy {
+		next = waitingAt
+	}
+	if _, err := rc.tx.Exec(ctx, `INSERT INTO jobs (event_ref, destination, state, next_at, created_at, order_key)
+		VALUES ($1, $2, 'pending', COALESCE($3::timestamptz, now()), COALESCE($4::timestamptz, now()), $5)`,
+		ref, dest, next, rc.now, key); err != nil {
+		return fmt.Errorf("insert job: %w", err)
+	}
+	return nil
+}
+
+// orderReplayedTx keeps one head per key among jobs a replay reset (due
+// now): in id order, a job whose key has a head already waits behind it.
+// Replay calls it in the transaction of each batch, after the reset.
+func orderReplayedTx(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	rows, err := tx.Query(ctx, `SELECT id, destination, order_key FROM jobs
+		WHERE id = ANY($1) AND order_key IS NOT NULL ORDER BY id`, ids)
+	if err != nil {
+		return fmt.Errorf("read replayed keyed jobs: %w", err)
+	}
+	type keyed struct {
+		id        int64
+		dest, key string
+	}
+	var jobs []keyed
+	for rows.Next() {
+		var k keyed
+		if err := rows.Scan(&k.id, &k.dest, &k.key); err != nil {
+			rows.Close()
+			return fmt.Errorf("read replayed keyed jobs: %w", err)
+		}
+		jobs = append(jobs, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read replayed keyed jobs: %w", err)
+	}
+	for _, k := range jobs {
+		if err := lockKeyTx(ctx, tx, k.dest, k.key); err != nil {
+			return err
+		}
+		busy, err := keyBusyTx(ctx, tx, k.dest, k.key, k.id)
+		if err != nil {
+			return err
+		}
+		if busy {
+			if _, err := tx.Exec(ctx, `UPDATE jobs SET next_at = $1 WHERE id = $2`, waitingAt, k.id); err != nil {
+				return fmt.Errorf("queue replayed job %d behind its key: %w", k.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// gateNextDue moves a due time t of dest later where flow control holds
+// the lease back; ok=false: paused manually.
+func (s *Store) gateNextDue(ctx context.Context, dest string, t time.Time) (time.Time, bool, error) {
+	f, now, err := s.readFlow(ctx, s.pool, dest, false)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	switch f.kind() {
+	case hookwarden.PauseManual:
+		return time.Time{}, false, nil
+	case hookwarden.PauseAuto:
+		if f.nextProbe != nil && f.nextProbe.After(t) {
+			t = f.nextProbe.UTC()
+		}
+	}
+	if r := s.policy(dest).Rate; !r.IsZero() {
+		if tokens := bucket(r, f, now); tokens < 1 {
+			wait := time.Duration((1 - tokens) / float64(r.N) * float64(r.Per))
+			if at := now.Add(wait); at.After(t) {
+				t = at
+			}
+		}
+	}
+	return t, true, nil
+}
+
+// Pause pauses destination manually, with its audit entry, in one
+// transaction; pausing it again changes nothing but is recorded.
+func (s *Store) Pause(ctx context.Context, destination string, audit *hookwarden.AuditEntry) (bool, error) {
+	return s.setPause(ctx, destination, "pause", audit)
+}
+
+// Resume ends a pause of either kind and forgets the failure streak.
+func (s *Store) Resume(ctx context.Context, destination string, audit *hookwarden.AuditEntry) (bool, error) {
+	return s.setPause(ctx, destination, "resume", audit)
+}
+
+func (s *Store) setPause(ctx context.Context, dest, action string, audit *hookwarden.AuditEntry) (bool, error) {
+	if dest == "" {
+		return false, errors.New(action + ": no destination")
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var changed bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		f, now, err := s.readFlow(ctx, tx, dest, true)
+		if err != nil {
+			return err
+		}
+		if action == "pause" {
+			changed = f.kind() != hookwarden.PauseManual
+			if changed {
+				_, err = tx.Exec(ctx, `UPDATE destination_flow SET pause = 'manual', paused_at = $2, next_probe_at = NULL
+					WHERE destination = $1`, dest, now)
+			}
+		} else {
+			changed = f.pause != nil
+			_, err = tx.Exec(ctx, `UPDATE destination_flow SET pause = NULL, paused_at = NULL, next_probe_at = NULL, failures = 0
+				WHERE destination = $1`, dest)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", action, dest, err)
+		}
+		if audit == nil {
+			return nil
+		}
+		e := *audit
+		e.Action = action
+		if len(e.Args) == 0 {
+			e.Args = []byte(fmt.Sprintf(`{"destination":%q}`, dest))
+		}
+		e.Result = []byte(fmt.Sprintf(`{"changed":%t}`, changed))
+		if e.At.IsZero() {
+			e.At = now
+		}
+		_, err = s.auditTx(ctx, tx, &e)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
+	}
+	return changed, nil
+}
+
+// Destinations reads the flow state of each destination named.
+func (s *Store) Destinations(ctx context.Context, names []string) ([]hookwarden.DestinationState, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out := make([]hookwarden.DestinationState, 0, len(names))
+	for _, name := range names {
+		st := hookwarden.DestinationState{Destination: name, BlockedKeys: []hookwarden.BlockedKey{}}
+		f, now, err := s.readFlow(ctx, s.pool, name, false)
+		if err != nil {
+			return nil, err
+		}
+		if f.pause != nil {
+			kind := *f.pause
+			st.Paused, st.Pause = true, &kind
+		}
+		st.ConsecutiveFailures = f.failures
+		if f.nextProbe != nil && f.kind() == hookwarden.PauseAuto {
+			t := f.nextProbe.UTC()
+			st.NextProbeAt = &t
+		}
+		if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE leased_until > $2) FROM jobs
+			WHERE destination = $1 AND state = 'pending'`, name, now).Scan(&st.Pending, &st.InFlight); err != nil {
+			return nil, fmt.Errorf("count jobs of %s: %w", name, err)
+		}
+		rows, err := s.pool.Query(ctx, `
+SELECT j.order_key, e.event_id, j.attempts, j.last_error,
+	COALESCE((SELECT min(started_at) FROM attempts WHERE job_id = j.id AND verdict = 'retry'), j.created_at)
+FROM jobs j JOIN events e ON e.id = j.event_ref
+WHERE j.destination = $1 AND j.state = 'pending' AND j.order_key IS NOT NULL AND j.next_at != $2 AND j.last_error IS NOT NULL
+ORDER BY j.id LIMIT $3`, name, waitingAt, hookwarden.MaxBlockedKeys)
+		if err != nil {
+			return nil, fmt.Errorf("blocked keys of %s: %w", name, err)
+		}
+		for rows.Next() {
+			var k hookwarden.BlockedKey
+			if err := rows.Scan(&k.Key, &k.HeadEventID, &k.Attempts, &k.LastError, &k.Since); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("blocked keys of %s: %w", name, err)
+			}
+			k.Since = k.Since.UTC()
+			st.BlockedKeys = append(st.BlockedKeys, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("blocked keys of %s: %w", name, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}

@@ -1,0 +1,12 @@
+-- Version 2: who holds a lease. Several instances lease from one outbox, and
+-- one that starts must give back only the leases of processes that are
+-- gone: its own instance's earlier runs, and runs that stopped or whose
+-- heartbeat is stale, never those of another live instance.
+--
+-- leased_by is the run (runs.id) whose process took the lease in
+-- leased_until, NULL when the lease was taken outside a run; it means
+-- something only while leased_until is set. A fixed-width column no index
+-- covers, written in the lease's own UPDATE, so the lease stays a HOT
+-- update; no foreign key either, which would check (and lock) the run's
+-- row on every lease. SQLite has no such column: one process owns its file.
+ALTER TABLE jobs ADD COLUMN leased_by bigint;
