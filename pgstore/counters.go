@@ -1,7 +1,7 @@
 package pgstore
 
 // Counts read from the counters and hourly tables, which triggers keep in
-// the same transaction as the rows they count (migrations/0002_counters.sql),
+// the same transaction as the rows they count (migrations/0006_counters.sql),
 // each count spread over a few shard rows that a read sums: the cost of a
 // read follows the number of sources and destinations, not the history.
 
