@@ -101,6 +101,27 @@ type EventDetail struct {
 	Audit []AuditEntry `json:"audit,omitempty"`
 }
 
+// TakeClaimBody sets the detail's body from what the store read: element,
+// the event's own element of a batch (nil for a single event), else the
+// raw body of the receipt that made the claim; and the pruning time of
+// that receipt. Call it after ReceiptLog is filled.
+func (d *EventDetail) TakeClaimBody(element []byte) {
+	if element != nil {
+		d.Body, d.ContentType = element, "application/json"
+	}
+	for _, r := range d.ReceiptLog {
+		if r.Kind != "accepted" && r.Kind != "backfill" { // the claim's receipt
+			continue
+		}
+		if !r.PrunedAt.IsZero() && !d.SummaryOnly {
+			d.PrunedAt = r.PrunedAt
+		}
+		if !r.Batch {
+			d.Body, d.ContentType = r.Body, r.Header.Get("Content-Type")
+		}
+	}
+}
+
 // ReceiptInfo is one request from the provider that carried the event.
 type ReceiptInfo struct {
 	ID         int64       `json:"id"`
@@ -202,6 +223,16 @@ type Stats struct {
 	At           time.Time     `json:"at"`
 	Sources      []SourceStats `json:"sources"`
 	Destinations []OutboxStat  `json:"destinations"`
+}
+
+// HourCount is one source's traffic in one UTC hour: new events claimed in
+// it and repeats received in it, as Stats counts them. Hourly keeps them
+// as they were recorded: retention removing the rows later does not take
+// them off.
+type HourCount struct {
+	Hour       time.Time `json:"hour"` // the hour's start, UTC
+	Accepted   int       `json:"accepted"`
+	Duplicates int       `json:"duplicates"`
 }
 
 // WindowCounts are a source's events in a recent window: new events claimed

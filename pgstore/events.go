@@ -280,20 +280,7 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwar
 		if err := loadReceipts(ctx, tx, d); err != nil {
 			return err
 		}
-		if element != nil {
-			d.Body, d.ContentType = element, "application/json"
-		}
-		for _, r := range d.ReceiptLog {
-			if r.Kind != "accepted" && r.Kind != "backfill" { // the claim's receipt
-				continue
-			}
-			if !r.PrunedAt.IsZero() && !d.SummaryOnly {
-				d.PrunedAt = r.PrunedAt
-			}
-			if !r.Batch {
-				d.Body, d.ContentType = r.Body, r.Header.Get("Content-Type")
-			}
-		}
+		d.TakeClaimBody(element)
 		if err := loadJobs(ctx, tx, d); err != nil {
 			return err
 		}

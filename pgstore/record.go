@@ -39,15 +39,22 @@ func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.R
 	defer cancel()
 	r = storable(r)
 	rec := &recording{s: s, r: r, headers: encodeHeaders(r.Header), at: r.ReceivedAt.UTC(), now: s.now(), direct: true}
-	var res hookwarden.RecordResult
-	err := runAgain(ctx, func() (err error) {
-		res, err = rec.run(ctx)
-		return err
-	})
+	// On a transaction of its own: grouping concurrent calls into one
+	// did not pay (group_test.go, docs/performance.md).
+	res, err := rec.alone(ctx)
 	if err != nil {
 		return hookwarden.RecordResult{}, fmt.Errorf("%w: record receipt: %w", hookwarden.ErrUnavailable, err)
 	}
 	return res, nil
+}
+
+// alone runs the call on a transaction of its own, run again per runAgain.
+func (rc *recording) alone(ctx context.Context) (res hookwarden.RecordResult, err error) {
+	err = runAgain(ctx, func() (err error) {
+		res, err = rc.run(ctx)
+		return err
+	})
+	return res, err
 }
 
 // runAgain runs fn, a whole transaction, and runs it again (up to retries

@@ -106,6 +106,9 @@ type hwOptions struct {
 	sinkURL     string
 	concurrency int
 	maxBody     int
+	// dbURL, if set, is a PostgreSQL database (database.url) instead of
+	// dir/hookwarden.db.
+	dbURL string
 	// profile: run `serve-profiled` writing cpu.pprof and heap.pprof in dir.
 	profile bool
 	trace   bool // with profile: also an execution trace (trace.out)
@@ -115,8 +118,7 @@ const hwConfig = `# written by hookbench
 listen: "%s"
 admin:
   listen: "%s"
-database:
-  path: "%s"
+database: %s
 limits:
   max_body_bytes: %d
 log:
@@ -126,6 +128,7 @@ sources:
   - name: bench
     scheme: standard
     secrets: ["env:HOOKBENCH_SECRET"]
+    expect_within: 1h   # gaps then reads the silences (the history phase)
     destinations:
       - name: sink
         url: "%s"
@@ -151,7 +154,11 @@ func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 	s := &server{name: "hookwarden", addr: addr, adminAddr: admin, dir: o.dir,
 		dbPath: filepath.Join(o.dir, "hookwarden.db"), logPath: filepath.Join(o.dir, "serve.log")}
 	cfg := filepath.Join(o.dir, "config.yaml")
-	body := fmt.Sprintf(hwConfig, addr, admin, s.dbPath, max(o.maxBody, 1<<20), o.sinkURL, o.concurrency)
+	database := fmt.Sprintf("{ path: %q }", s.dbPath)
+	if o.dbURL != "" {
+		database = fmt.Sprintf("{ url: %q }", o.dbURL)
+	}
+	body := fmt.Sprintf(hwConfig, addr, admin, database, max(o.maxBody, 1<<20), o.sinkURL, o.concurrency)
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -173,6 +174,8 @@ type report struct {
 	Redrive           *redriveReport `json:"redrive,omitempty"`
 	Burst             *burstReport   `json:"burst,omitempty"`
 	DB                *dbReport      `json:"database,omitempty"`
+	Postgres          *pgReport      `json:"postgres,omitempty"`
+	History           *historyReport `json:"history,omitempty"`
 	Profile           map[string]any `json:"profile,omitempty"`
 	Targets           []targetCheck  `json:"targets"`
 	Cells             []cell         `json:"cells"`
@@ -187,7 +190,8 @@ func newReport(o *options) *report {
 			"cell_duration": o.duration.String(), "warmup": o.warmup.String(), "dup_share": o.dup,
 			"body_bytes": o.body, "bodies": o.bodies, "e2e": o.e2e.String(), "sustain": o.sustain.String(),
 			"redrive": o.redrive, "burst": o.burst, "burst_conns": o.burstConns,
-			"delivery_concurrency": o.concurrency, "synchronous": "FULL"},
+			"delivery_concurrency": o.concurrency, "synchronous": "FULL",
+			"history_claims": o.historyClaims, "history_payloads": o.historyPayloads, "history_reps": o.historyReps},
 	}
 }
 
@@ -235,6 +239,11 @@ func (r *report) evaluate() {
 		add(targetCheck{Name: "end-to-end delivered events/s, ratio to baseline acks/s", Value: e.RatioBaseline, Target: ">= 0.25",
 			Met: e.RatioBaseline >= 0.25 && e.Delivered >= int(e.Distinct)})
 	}
+	if p := r.Postgres; p != nil && len(p.Cells) > 0 {
+		one := p.Cells[0]
+		add(targetCheck{Name: "PostgreSQL, 1 instance: acks/s at 64 conns, ratio to SQLite", Value: one.AcksRatio, Target: ">= 0.5", Met: one.AcksRatio >= 0.5})
+		add(targetCheck{Name: "PostgreSQL, 1 instance: p99 at 64 conns, ratio to SQLite", Value: one.P99Ratio, Target: "<= 2", Met: one.P99Ratio > 0 && one.P99Ratio <= 2})
+	}
 	if s := r.Sustained; s != nil {
 		add(targetCheck{Name: "sustained delivery at 0.25 of baseline, ratio delivered/baseline acks", Value: s.RatioBaseline,
 			Target: ">= 0.25 with the outbox bounded", Met: s.RatioBaseline >= 0.245 && s.Bounded,
@@ -243,6 +252,30 @@ func (r *report) evaluate() {
 	if b := r.Burst; b != nil {
 		add(targetCheck{Name: fmt.Sprintf("peak RSS under a %d-event burst at %d conns, MiB", b.Events, b.Conns), Value: b.PeakRSSMiB,
 			Target: "< 150", Met: b.PeakRSSMiB > 0 && b.PeakRSSMiB < 150})
+	}
+	if h := r.History; h != nil && h.History != nil && h.Fresh != nil {
+		at := fmt.Sprintf(" at %d claims (%d with payloads)", h.Claims, h.Payloads)
+		add(targetCheck{Name: "acks/s at 64 conns, history store / fresh" + at, Value: h.AcksRatio, Target: ">= 0.9", Met: h.AcksRatio >= 0.9})
+		add(targetCheck{Name: "p99 ack latency at 64 conns, history store / fresh" + at, Value: h.P99Ratio, Target: "<= 1.2",
+			Met: h.P99Ratio > 0 && h.P99Ratio <= 1.2})
+		for _, name := range h.History.Order {
+			x := h.History.Reads[name]
+			t := targetCheck{Name: name + at + ", ms", Value: x.MedianMS, Target: "<= 50", Met: x.Error == "" && x.MedianMS <= 50}
+			if f := h.Fresh.Reads[name]; strings.HasPrefix(name, "prune") {
+				// A prune pass with nothing to do costs what it costs fresh.
+				t = targetCheck{Name: name + at + ", ms (fresh " + strconv.FormatFloat(f.MedianMS, 'f', 1, 64) + ")", Value: x.MedianMS,
+					Target: "<= 2 x fresh + 50", Met: x.Error == "" && x.MedianMS <= 2*f.MedianMS+50}
+			}
+			if x.Error != "" {
+				t.Note = x.Error
+			}
+			add(t)
+		}
+		if rs := h.Restart; rs != nil {
+			add(targetCheck{Name: "p99 of the first 10 s after a restart, file out of the page cache, ms", Value: rs.Cold.P99,
+				Target: "<= 1.2 x warm", Met: rs.Warm.P99 > 0 && rs.Cold.P99 <= 1.2*rs.Warm.P99,
+				Note: fmt.Sprintf("warm p99 %.1f ms, ready %.2fs", rs.Warm.P99, rs.ReadySeconds)})
+		}
 	}
 	if d := r.DB; d != nil && d.Events > 0 {
 		add(targetCheck{Name: "database bytes per accepted event over the body size", Value: round3(d.OverBody),
@@ -283,6 +316,18 @@ func (r *report) print(w io.Writer) {
 	if d := r.DB; d != nil {
 		fmt.Fprintf(w, "database: %d events, %d bytes: %.0f bytes per event (%d B body + %.0f); after pruning payloads %.0f bytes per event\n",
 			d.Events, d.FileBytes, d.BytesPerEvent, d.BodyBytes, d.OverBody, d.PrunedPerEvent)
+	}
+	if p := r.Postgres; p != nil {
+		if p.Skipped != "" {
+			fmt.Fprintf(w, "postgres: %s\n", p.Skipped)
+		}
+		for _, c := range append([]pgCell{p.SQLite}, p.Cells...) {
+			if c.Store == "" {
+				continue
+			}
+			fmt.Fprintf(w, "%-8s x%d: %.0f acks/s (%.2f of SQLite), p99 %.2f ms (%.2f×), e2e %.0f delivered/s (%.2f), hookwarden %.1f µs/ack, PostgreSQL %.1f µs/ack (%.2f cores)\n",
+				c.Store, c.Instances, c.Load.AcksPerSec, c.AcksRatio, c.Load.P99, c.P99Ratio, c.E2E, c.E2ERatio, c.HookwardenCPU, c.PostgresCPU, c.PostgresCores)
+		}
 	}
 	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range r.Targets {

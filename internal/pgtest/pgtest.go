@@ -42,8 +42,10 @@ const MinVersion = 15
 
 // Cluster is one running throwaway PostgreSQL server.
 type Cluster struct {
-	// Dir holds the data directory (Dir/data), the log and the socket.
+	// Dir holds the data directory (Dir/data unless StartAt gave another),
+	// the log and the socket.
 	Dir     string
+	dataDir string
 	bin     string
 	cred    *syscall.Credential // the postgres user's, when running as root
 	stopped bool
@@ -69,6 +71,32 @@ func Start(tb testing.TB, extra ...Settings) *Cluster {
 	})
 	return c
 }
+
+// StartAt is Start with the data directory at data (empty or absent; made
+// the postgres user's when running as root), for a test that puts it on a
+// file system of its own, such as a small tmpfs that fills up. The socket
+// and the log stay in the cluster's temporary Dir. Removing data is the
+// caller's business (it may be a mount point).
+func StartAt(tb testing.TB, data string, extra ...Settings) *Cluster {
+	tb.Helper()
+	c, err := startAt(data, extra...)
+	if err != nil {
+		unavailable(tb, err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	return c
+}
+
+// Launch starts a cluster outside a test (a benchmark harness); the caller
+// stops it. Without the binaries its error satisfies IsMissing.
+func Launch(extra ...Settings) (*Cluster, error) { return start(extra...) }
+
+// IsMissing reports whether err says PostgreSQL's binaries were not found.
+func IsMissing(err error) bool { return errors.Is(err, errMissing) }
 
 // errMissing says the PostgreSQL binaries cannot be found.
 var errMissing = errors.New("PostgreSQL binaries not found")
@@ -119,12 +147,14 @@ func binDir() (string, error) {
 	return cs[0].dir, nil
 }
 
-func start(extra ...Settings) (*Cluster, error) {
+func start(extra ...Settings) (*Cluster, error) { return startAt("", extra...) }
+
+func startAt(data string, extra ...Settings) (*Cluster, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{bin: bin}
+	c := &Cluster{bin: bin, dataDir: data}
 	reapOrphans(bin)
 	var uid, gid int = -1, -1
 	if os.Geteuid() == 0 {
@@ -146,6 +176,23 @@ func start(extra ...Settings) (*Cluster, error) {
 		if err := os.Chown(c.Dir, uid, gid); err != nil {
 			os.RemoveAll(c.Dir)
 			return nil, err
+		}
+	}
+	if data != "" {
+		// So that reapOrphans finds a data directory kept elsewhere.
+		if err := os.WriteFile(filepath.Join(c.Dir, dataFile), []byte(data), 0o644); err != nil {
+			os.RemoveAll(c.Dir)
+			return nil, err
+		}
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			os.RemoveAll(c.Dir)
+			return nil, err
+		}
+		if c.cred != nil {
+			if err := os.Chown(data, uid, gid); err != nil {
+				os.RemoveAll(c.Dir)
+				return nil, err
+			}
 		}
 	}
 	if err := os.WriteFile(filepath.Join(c.Dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
@@ -196,7 +243,18 @@ func start(extra ...Settings) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) data() string    { return filepath.Join(c.Dir, "data") }
+func (c *Cluster) data() string {
+	if c.dataDir != "" {
+		return c.dataDir
+	}
+	return filepath.Join(c.Dir, "data")
+}
+
+// Bin is the path of one of the cluster's PostgreSQL programs.
+func (c *Cluster) Bin(prog string) string { return filepath.Join(c.bin, prog) }
+
+// DataDir is the cluster's data directory.
+func (c *Cluster) DataDir() string { return c.data() }
 func (c *Cluster) logFile() string { return filepath.Join(c.Dir, "postgres.log") }
 
 // run runs one of PostgreSQL's programs, as the postgres user if needed.
@@ -218,6 +276,24 @@ func (c *Cluster) URL(db string) string {
 	}
 	q := url.Values{"host": {c.Dir}, "port": {"5432"}, "sslmode": {"disable"}}
 	return "postgres://postgres@/" + url.PathEscape(db) + "?" + q.Encode()
+}
+
+// PID is the postmaster's process id, from postmaster.pid (an error when
+// the server is not running).
+func (c *Cluster) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.data(), "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return 0, fmt.Errorf("postmaster %d is gone", pid)
+	}
+	return pid, nil
 }
 
 // Log is the server's log so far, for a failing test to print.
@@ -342,8 +418,12 @@ func Database(tb testing.TB) string {
 	return c.NewDatabase(tb)
 }
 
-// ownerFile holds the pid of the test process that started a cluster.
-const ownerFile = "owner.pid"
+// ownerFile holds the pid of the test process that started a cluster;
+// dataFile, of a cluster started by StartAt, its data directory.
+const (
+	ownerFile = "owner.pid"
+	dataFile  = "data.path"
+)
 
 // reapOrphans stops and removes the clusters of test processes that died
 // without stopping them (a -timeout, a kill): pg_ctl's server outlives
@@ -360,12 +440,15 @@ func reapOrphans(bin string) {
 			continue // its owner is alive (or the pid is reused: leave it)
 		}
 		c := &Cluster{Dir: d, bin: bin}
+		if b, err := os.ReadFile(filepath.Join(d, dataFile)); err == nil {
+			c.dataDir = string(b)
+		}
 		if fi, err := os.Stat(d); err == nil && os.Geteuid() == 0 {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 				c.cred = &syscall.Credential{Uid: st.Uid, Gid: st.Gid}
 			}
 		}
-		if _, err := os.Stat(filepath.Join(d, "data", "postmaster.pid")); err == nil {
+		if _, err := os.Stat(filepath.Join(c.data(), "postmaster.pid")); err == nil {
 			_, _ = c.run("pg_ctl", "-D", c.data(), "-m", "immediate", "-w", "-t", "30", "stop")
 		}
 		os.RemoveAll(d)

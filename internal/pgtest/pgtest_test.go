@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -124,4 +125,69 @@ func TestReapOrphans(t *testing.T) {
 		t.Fatal("the orphan still answers")
 	}
 	c.stopped = true // reaped
+}
+
+// TestStartAt: the data directory where the caller put it (the server's own
+// data_directory says so), PID the running postmaster's; after Stop the
+// data directory is the caller's and PID fails.
+func TestStartAt(t *testing.T) {
+	// Not under t.TempDir() when root: the postgres user must reach it.
+	base, err := os.MkdirTemp("", "pgtest-at-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(base, "data")
+	c := StartAt(t, data)
+	if c.DataDir() != data {
+		t.Fatalf("DataDir %s, want %s", c.DataDir(), data)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.URL(""))
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, c.Log())
+	}
+	var dir string
+	var backend int
+	err = conn.QueryRow(ctx, `SELECT current_setting('data_directory'), pg_backend_pid()`).Scan(&dir, &backend)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir != data {
+		t.Fatalf("data_directory %s, want %s", dir, data)
+	}
+	pid, err := c.PID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A backend is the postmaster's child.
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(backend), "stat"))
+	if err == nil && parentOf(string(st)) != strconv.Itoa(pid) {
+		t.Errorf("backend %d's parent is not postmaster %d: %s", backend, pid, st)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PID(); err == nil {
+		t.Error("PID of a stopped cluster")
+	}
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		t.Errorf("the data directory went with Stop: %v", err)
+	}
+}
+
+// parentOf is the parent's pid in a /proc/PID/stat line: the second field
+// after the command name in parentheses (the state comes first).
+func parentOf(stat string) string {
+	if j := strings.LastIndexByte(stat, ')'); j >= 0 {
+		stat = stat[j+1:]
+	}
+	if f := strings.Fields(stat); len(f) > 1 {
+		return f[1]
+	}
+	return ""
 }

@@ -5,7 +5,9 @@
 // failed send as a new delivery attempt with the same event id), and inject
 // faults: kill -9, a power-loss model on a loop-mounted ext4 image, a full
 // disk on a small tmpfs, a destination outage, concurrent doubles and bulk
-// redrives, hostile clients, and a long burst for leaks.
+// redrives, hostile clients, and a long burst for leaks. Two scenarios run on
+// PostgreSQL as well (postgres_test.go): kill -9 of one of two instances with
+// the load failing over, and the cluster's data directory on a full tmpfs.
 //
 // What a passing run guarantees, per scenario: every event that ever got a 2xx
 // was delivered (lost = 0); no delivery for an event never sent; every

@@ -55,7 +55,20 @@ type provider struct {
 
 	// observe, if set before sending starts, sees every answer.
 	observe func(id string, a answer)
+
+	// targets, if set (failover), replace url: attempts go to the current
+	// one, and a network error moves every sender on to the next, as a load
+	// balancer takes a receiver that refuses connections out of rotation.
+	targets   []string
+	target    atomic.Int64
+	failovers atomic.Int64
 }
+
+// failover makes the provider send to urls in turn (see targets).
+func (p *provider) failover(urls ...string) { p.targets = urls }
+
+// current is the index in targets of where attempts go now.
+func (p *provider) current() int { return int(p.target.Load()) % len(p.targets) }
 
 func newProvider(t testing.TB, url string, conns int) *provider {
 	tr := &http.Transport{
@@ -112,7 +125,12 @@ func (p *provider) attempt(ctx context.Context, id string, body []byte) answer {
 		p.t.Errorf("sign: %v", err)
 		return answer{Err: err}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	url, at := p.url, int64(0)
+	if len(p.targets) > 0 {
+		at = p.target.Load()
+		url = p.targets[int(at)%len(p.targets)]
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return answer{Err: err}
 	}
@@ -123,6 +141,10 @@ func (p *provider) attempt(ctx context.Context, id string, body []byte) answer {
 	resp, err := p.client.Do(req)
 	if err != nil {
 		p.netErrs.Add(1)
+		// The first sender to see the target fail moves everyone on.
+		if len(p.targets) > 0 && ctx.Err() == nil && p.target.CompareAndSwap(at, at+1) {
+			p.failovers.Add(1)
+		}
 		return answer{Err: err, Latency: time.Since(start)}
 	}
 	var res struct{ Status string }

@@ -29,6 +29,7 @@ const (
 // serverConfig is what varies between scenarios.
 type serverConfig struct {
 	DBPath       string
+	DBURL        string // PostgreSQL (database.url) instead of DBPath
 	DestURL      string
 	MaxBodyBytes int64
 	Timeout      string // per delivery attempt
@@ -88,10 +89,14 @@ func newServer(t testing.TB, dir string, cfg serverConfig) *server {
 		obs: &http.Client{Timeout: 10 * time.Second,
 			Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}},
 	}
+	database := fmt.Sprintf("{ path: %q }", cfg.DBPath)
+	if cfg.DBURL != "" {
+		database = fmt.Sprintf("{ url: %q }", cfg.DBURL)
+	}
 	doc := fmt.Sprintf(`# written by the torture harness
 listen: %q
 admin: { listen: %q }
-database: { path: %q }
+database: %s
 # Above the default 1,024: the long form opens 1,200 hostile connections,
 # and at the limit legitimate senders would queue behind them.
 limits: { max_body_bytes: %d, max_connections: 4096 }
@@ -110,7 +115,7 @@ sources:
         concurrency: %d
         max_attempts: %d
         backoff: { initial: %s, max: %s }
-`, s.hook, s.adm, cfg.DBPath, cfg.MaxBodyBytes, sourceName, secret, cfg.DestURL,
+`, s.hook, s.adm, database, cfg.MaxBodyBytes, sourceName, secret, cfg.DestURL,
 		cfg.Timeout, cfg.Concurrency, cfg.MaxAttempts, cfg.BackoffInit, cfg.BackoffMax)
 	if err := os.WriteFile(s.cfgPath, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
