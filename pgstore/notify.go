@@ -65,8 +65,8 @@ func (s *Store) announce(ctx context.Context, tx pgx.Tx, dests []string) error {
 // its transaction: a transaction that NOTIFYs takes a cluster-wide lock
 // from its COMMIT's start to its end, which serializes every announcing
 // commit (BenchmarkRecordNotify: Record ~1.5 times slower under 16
-// concurrent requests when each announced in its transaction). Sent
-// afterwards, by one goroutine per store at a time, the destinations of
+// concurrent requests when each announced in its transaction; 0.93 to 1.0
+// sent afterwards). Sent afterwards, by one goroutine per store at a time, the destinations of
 // every commit meanwhile share one statement and the ack path takes no
 // lock; a process dying between the two loses only a wake-up (polling).
 type announcer struct {
