@@ -54,16 +54,20 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 # Benchmarks (docs/performance.md). The harness (cmd/hookbench) measures an
 # ack-only baseline and the real `hookwarden serve` with one load generator on
 # loopback, alternating them, and writes BENCH_OUT. PROFILE=dir also writes
-# CPU and heap profiles of serve; BENCH_FLAGS passes anything else.
+# CPU and heap profiles of serve; BENCH_FLAGS passes anything else. The
+# history phase builds a store of HISTORY claims (default 10 M, 1 M of them
+# with payloads; bench-quick: 200 k) and compares it with a fresh one:
+# HISTORY=1000000 HISTORY_PAYLOADS=100000 for a shorter run.
 BENCH_OUT   ?= bin/bench.json
 BENCH_FLAGS ?=
-BENCH_ARGS   = -hookwarden $(BIN) -out $(BENCH_OUT) $(if $(PROFILE),-profile $(PROFILE)) $(BENCH_FLAGS)
-bench: build ## full benchmark (about 13 min): harness with 10 s cells, 60 s end-to-end and sustained, body sizes; Go benchmarks
+BENCH_ARGS   = -hookwarden $(BIN) -out $(BENCH_OUT) $(if $(PROFILE),-profile $(PROFILE)) \
+	$(if $(HISTORY),-history-claims $(HISTORY)) $(if $(HISTORY_PAYLOADS),-history-payloads $(HISTORY_PAYLOADS)) $(BENCH_FLAGS)
+bench: build ## full benchmark (about 35 min): 10 s cells, 60 s end-to-end and sustained, body sizes, history at 10 M claims; Go benchmarks
 	$(GO) build -o bin/hookbench ./cmd/hookbench
 	./bin/hookbench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-bench-quick: build ## quick benchmark (about 3 min): 3 s cells, 10 s end-to-end and sustained, no body sweep, the PostgreSQL cell
+bench-quick: build ## quick benchmark (about 4 min): 3 s cells, 10 s end-to-end and sustained, no body sweep, the PostgreSQL cell, history at 200 k claims
 	$(GO) build -o bin/hookbench ./cmd/hookbench
 	./bin/hookbench -quick $(BENCH_ARGS)
 

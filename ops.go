@@ -225,6 +225,16 @@ type Stats struct {
 	Destinations []OutboxStat  `json:"destinations"`
 }
 
+// HourCount is one source's traffic in one UTC hour: new events claimed in
+// it and repeats received in it, as Stats counts them. Hourly keeps them
+// as they were recorded: retention removing the rows later does not take
+// them off.
+type HourCount struct {
+	Hour       time.Time `json:"hour"` // the hour's start, UTC
+	Accepted   int       `json:"accepted"`
+	Duplicates int       `json:"duplicates"`
+}
+
 // WindowCounts are a source's events in a recent window: new events claimed
 // and repeats of claimed ones (divergent repeats and batch elements
 // included), counted as Stats counts them.

@@ -113,6 +113,15 @@ type Waiter interface {
 	Waiting(destination string)
 }
 
+// Waker is implemented by a Direct pool that can be woken when jobs of a
+// destination became due in the store by another process's commit (a
+// shared store's notification: pgstore's LISTEN/NOTIFY), so that it
+// leases them now rather than at its next poll. No name wakes every
+// destination; unknown names are ignored. It must not block.
+type Waker interface {
+	Notify(destinations ...string)
+}
+
 // RunLog records serve's runs, so outages can be told from the store alone.
 type RunLog interface {
 	// StartRun records the start of a serve process and returns its id.
@@ -141,11 +150,16 @@ type Inspector interface {
 	EventAudit(ctx context.Context, source, eventID string) ([]AuditEntry, error)
 	ListDead(ctx context.Context, f DeadFilter) (items []DeadLetter, next int64, err error)
 	// Stats counts per source and per destination over the whole history
-	// (what retention removed still counts); the names given come first.
+	// (what retention removed still counts); the names given come first,
+	// then the others in name order. Its cost does not grow with the
+	// history: stores keep the counts as the rows are written.
 	Stats(ctx context.Context, sources, destinations []string) (Stats, error)
 	// RecentCounts counts each source's accepted events and duplicates since
 	// hour ([0]) and since day ([1]).
 	RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]WindowCounts, error)
+	// Hourly lists, per source named, its hours from since's hour on that
+	// have any traffic, oldest first (hours without any are left out).
+	Hourly(ctx context.Context, sources []string, since time.Time) (map[string][]HourCount, error)
 	// LastAccepted is when each source last claimed a new event (absent:
 	// never).
 	LastAccepted(ctx context.Context, sources []string) (map[string]time.Time, error)

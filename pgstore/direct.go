@@ -15,13 +15,18 @@ import (
 )
 
 // SetDirect makes Record hand new jobs to d while it has free slots (nil:
-// off). Call it before the first Record.
+// off). Call it before the first Record. When d is a hookwarden.Waker
+// (worker.Pool is), it also starts the listener (notify.go) that wakes d
+// when any process's commit makes jobs due; Close stops it.
 func (s *Store) SetDirect(d hookwarden.Direct) {
 	if d == nil {
 		s.direct.Store(nil)
 		return
 	}
 	s.direct.Store(&d)
+	if _, ok := d.(hookwarden.Waker); ok {
+		s.startListener()
+	}
 }
 
 // handed is a job created leased in a Record's transaction, to be started

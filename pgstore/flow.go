@@ -259,7 +259,7 @@ func (s *Store) finishedTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt,
 		}
 	}
 	if key != nil && (a.Verdict == hookwarden.Delivered || a.Verdict == hookwarden.Dead) {
-		return nextOfKeyTx(ctx, tx, dest, *key, now)
+		return s.nextOfKeyTx(ctx, tx, dest, *key, now)
 	}
 	return nil
 }
@@ -275,12 +275,14 @@ func lockKeyTx(ctx context.Context, tx pgx.Tx, dest, key string) error {
 }
 
 // nextOfKeyTx makes the oldest waiting job of dest's key due now.
-func nextOfKeyTx(ctx context.Context, tx pgx.Tx, dest, key string, now time.Time) error {
+func (s *Store) nextOfKeyTx(ctx context.Context, tx pgx.Tx, dest, key string, now time.Time) error {
 	if err := lockKeyTx(ctx, tx, dest, key); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE jobs SET next_at = $1 WHERE id = (
-		SELECT id FROM jobs WHERE destination = $2 AND order_key = $3 AND state = 'pending' AND next_at = $4 ORDER BY id LIMIT 1)`,
+	// The same statement announces the job made due, if any (notify.go).
+	if _, err := tx.Exec(ctx, s.notifying(`UPDATE jobs SET next_at = $1 WHERE id = (
+		SELECT id FROM jobs WHERE destination = $2 AND order_key = $3 AND state = 'pending' AND next_at = $4 ORDER BY id LIMIT 1)
+		RETURNING destination`),
 		now, dest, key, waitingAt); err != nil {
 		return fmt.Errorf("release the next job of key %q at %s: %w", key, dest, err)
 	}
@@ -429,6 +431,9 @@ func (s *Store) setPause(ctx context.Context, dest, action string, audit *hookwa
 			changed = f.pause != nil
 			_, err = tx.Exec(ctx, `UPDATE destination_flow SET pause = NULL, paused_at = NULL, next_probe_at = NULL, failures = 0
 				WHERE destination = $1`, dest)
+			if err == nil && changed { // its waiting jobs are due: wake every instance
+				err = s.announce(ctx, tx, []string{dest})
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", action, dest, err)

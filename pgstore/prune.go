@@ -91,6 +91,9 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 		if err := s.pruneBodyKeys(ctx, opt, &res); err != nil {
 			return res, err
 		}
+		if err := s.pruneHourly(ctx, opt, &res); err != nil {
+			return res, err
+		}
 	}
 	if opt.Quarantine > 0 {
 		res.QuarantineCutoff = now.Add(-opt.Quarantine)

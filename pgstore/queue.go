@@ -325,7 +325,8 @@ func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
 	defer cancel()
 	// next_at already passed when the job was leased: LEAST keeps it (its
 	// place in the order, and a HOT update) unless it is somehow later.
-	tag, err := s.pool.Exec(ctx, releaseSQL, s.now(), s.instance(), s.holder(), s.opts.Stale.Microseconds())
+	// Announced (notify.go): other live instances may deliver them now.
+	tag, err := s.pool.Exec(ctx, s.notifying(releaseSQL+` RETURNING destination`), s.now(), s.instance(), s.holder(), s.opts.Stale.Microseconds())
 	if err != nil {
 		return 0, fmt.Errorf("%w: release leases: %w", hookwarden.ErrUnavailable, err)
 	}
@@ -339,9 +340,11 @@ func (s *Store) ReleaseLeases(ctx context.Context) (int64, error) {
 func (s *Store) Unlease(ctx context.Context, job hookwarden.Job) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `UPDATE jobs SET attempts = attempts - 1,
+	// Announced (notify.go): another instance may have a free slot.
+	if _, err := s.pool.Exec(ctx, s.notifying(`UPDATE jobs SET attempts = attempts - 1,
 		next_at = LEAST(next_at, COALESCE($1::timestamptz, now())), leased_until = NULL
-		WHERE id = $2 AND state = 'pending' AND attempts = $3 AND leased_until IS NOT NULL`,
+		WHERE id = $2 AND state = 'pending' AND attempts = $3 AND leased_until IS NOT NULL
+		RETURNING destination`),
 		s.now(), job.ID, job.Attempt); err != nil {
 		return fmt.Errorf("%w: unlease job %d: %w", hookwarden.ErrUnavailable, job.ID, err)
 	}
@@ -351,8 +354,10 @@ func (s *Store) Unlease(ctx context.Context, job hookwarden.Job) error {
 // OutboxStats reads pending depth, oldest pending age (on the store's
 // clock) and dead letters per destination, one entry per name given
 // (zeros included) plus any other destination that still has jobs. The
-// partial indexes on pending and dead jobs keep this proportional to the
-// outbox, not to the history. Delivered is left zero (Stats counts it).
+// counts are the counters' (summed over their shards), the oldest pending
+// job one seek on jobs_pending_age per destination with pending jobs: the
+// cost follows the destinations, not the outbox or the history. Delivered
+// is left zero (Stats counts it).
 func (s *Store) OutboxStats(ctx context.Context, destinations []string) ([]hookwarden.OutboxStat, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -361,39 +366,55 @@ func (s *Store) OutboxStats(ctx context.Context, destinations []string) ([]hookw
 	for _, d := range destinations {
 		byName[d] = &hookwarden.OutboxStat{Destination: d}
 	}
-	rows, err := s.pool.Query(ctx, `
-SELECT destination, 'p', count(*), min(COALESCE(replayed_at, created_at)), COALESCE($1::timestamptz, now())
-FROM jobs WHERE state = 'pending' GROUP BY destination
-UNION ALL
-SELECT destination, 'd', count(*), NULL, NULL FROM jobs WHERE state = 'dead' GROUP BY destination`, s.now())
-	if err != nil {
-		return nil, fmt.Errorf("outbox stats: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var dest, kind string
-		var n int
-		var oldest, now *time.Time
-		if err := rows.Scan(&dest, &kind, &n, &oldest, &now); err != nil {
-			return nil, fmt.Errorf("outbox stats: %w", err)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT COALESCE($1::timestamptz, now())`, s.now()).Scan(&now); err != nil {
+			return err
 		}
-		st := byName[dest]
-		if st == nil {
-			st = &hookwarden.OutboxStat{Destination: dest}
-			byName[dest] = st
-			order = append(order, dest)
+		rows, err := tx.Query(ctx, `
+SELECT name, kind, n FROM (SELECT name, kind, sum(n)::bigint AS n FROM counters WHERE kind IN ('pending', 'dead') GROUP BY name, kind) c
+WHERE n <> 0 ORDER BY name`)
+		if err != nil {
+			return err
 		}
-		if kind == "p" {
-			st.Pending = n
-			if oldest != nil && now != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var dest, kind string
+			var n int
+			if err := rows.Scan(&dest, &kind, &n); err != nil {
+				return err
+			}
+			st := byName[dest]
+			if st == nil {
+				st = &hookwarden.OutboxStat{Destination: dest}
+				byName[dest] = st
+				order = append(order, dest)
+			}
+			if kind == "pending" {
+				st.Pending = n
+			} else {
+				st.Dead = n
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, st := range byName {
+			if st.Pending == 0 {
+				continue
+			}
+			oldest, err := oldestPending(ctx, tx, st.Destination)
+			if err != nil {
+				return err
+			}
+			if oldest != nil {
 				st.OldestPendingAge = max(now.Sub(*oldest), 0)
 				st.OldestPendingSeconds = st.OldestPendingAge.Seconds()
 			}
-		} else {
-			st.Dead = n
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("outbox stats: %w", err)
 	}
 	out := make([]hookwarden.OutboxStat, len(order))

@@ -99,6 +99,7 @@ type recording struct {
 	// run gets pending jobs and holds no slot.
 	direct bool
 	handed []handed // jobs of this try created leased to a Direct slot
+	due    []string // destinations of this try's jobs not handed over: announced once committed
 }
 
 func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err error) {
@@ -119,7 +120,7 @@ func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err er
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}()
-	rc.tx = tx
+	rc.tx, rc.due = tx, rc.due[:0]
 	rc.res = hookwarden.RecordResult{Events: make([]hookwarden.EventResult, len(rc.r.Events))}
 	if err := rc.record(ctx); err != nil {
 		return hookwarden.RecordResult{}, err
@@ -130,6 +131,7 @@ func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err er
 	if err := tx.Commit(ctx); err != nil {
 		return hookwarden.RecordResult{}, fmt.Errorf("%w: %w", errCommit, err)
 	}
+	rc.s.announceCommitted(rc.due) // after COMMIT, off the ack path (notify.go)
 	return rc.res, nil
 }
 
@@ -274,6 +276,7 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 					return 0, err
 				}
 				rc.s.waiting(d)
+				rc.due = append(rc.due, d)
 				continue
 			}
 			plain = append(plain, d)
@@ -304,6 +307,11 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 		// the slot back.
 		rc.handed = append(rc.handed, handed{slot: slot, dest: d})
 		leases[i] = max(slot.LeaseFor().Microseconds(), 1)
+	}
+	for i, d := range plain {
+		if leases[i] == 0 { // not handed over: any instance's workers may lease it
+			rc.due = append(rc.due, d)
+		}
 	}
 	args := []any{ref, plain, leases, rc.now, rc.s.holder()}
 	if len(rc.handed) == first {

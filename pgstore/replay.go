@@ -36,7 +36,9 @@ const replayPruned = `(e.pruned_at IS NOT NULL
 //   - a pending job whose attempt is in flight (an unexpired lease) is left
 //     to finish; an expired lease (its process died) is due anyway and is reset.
 //
-// Workers of every instance pick the jobs up at their next poll (about a
+// Each batch announces its destinations at COMMIT (notify.go), so the
+// workers of every listening instance lease them at once; others pick the
+// jobs up at their next poll (about a
 // second); in the same process, wake them for Result.Destinations.
 func (s *Store) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error) {
 	var res hookwarden.ReplayResult
@@ -265,6 +267,9 @@ WHERE j.id = ANY($1) ORDER BY j.id FOR UPDATE OF j`, ids, s.now())
 		}
 		n = int(tag.RowsAffected())
 		if err := orderReplayedTx(ctx, tx, reset); err != nil { // one head per order_by key
+			return err
+		}
+		if err := s.announce(ctx, tx, dests); err != nil { // every instance's workers, at COMMIT
 			return err
 		}
 		if audit == nil || n == 0 {

@@ -10,147 +10,15 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden"
-	"github.com/jackc/pgx/v5"
 )
 
-// statsSourcesSQL counts per source: claims, receipts by kind, batch
-// elements that repeated a claim, held copies, and what retention deleted
-// (pruned_totals), with the last request's time.
-const statsSourcesSQL = `
-SELECT source, 'events', count(*), NULL::timestamptz FROM events GROUP BY source
-UNION ALL SELECT source, kind, count(*), max(received_at) FROM receipts GROUP BY source, kind
-UNION ALL SELECT r.source, 'batch-' || re.kind, count(*), NULL
-	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.kind <> 'accepted' GROUP BY r.source, re.kind
-UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source
-UNION ALL SELECT name, 'pruned-' || kind, n, CASE WHEN kind = 'last_received' THEN at END FROM pruned_totals WHERE kind <> 'delivered'
-ORDER BY 1`
-
-// statsDestinationsSQL counts jobs per destination and state, the oldest
-// pending one's age from its creation or last replay, and the deliveries
-// retention folded away.
-const statsDestinationsSQL = `
-SELECT destination, state, count(*), min(CASE WHEN state = 'pending' THEN COALESCE(replayed_at, created_at) END)
-FROM jobs GROUP BY destination, state
-UNION ALL SELECT name, kind, n, NULL FROM pruned_totals WHERE kind = 'delivered'
-ORDER BY 1`
-
 // Stats counts per source and per destination over the whole store, from
-// one snapshot. What retention deleted still counts (pruned_totals keeps
-// its totals). The names given come first, with zeros, then any other name
-// found. At is the store's clock.
-//
-// It reads every row: a full count, as sqlitestore's; serve's metrics read
-// OutboxStats instead.
+// the counters the triggers keep (migrations/0006_counters.sql) plus
+// pruned_totals: a few rows per name, whatever the history holds (it read
+// every row before). The names given come first, with zeros, then any other
+// name found. At is the store's clock.
 func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	var st hookwarden.Stats
-	err := s.snapshot(ctx, func(tx pgx.Tx) error {
-		st = hookwarden.Stats{}
-		if err := tx.QueryRow(ctx, `SELECT COALESCE($1::timestamptz, now())`, s.now()).Scan(&st.At); err != nil {
-			return fmt.Errorf("read the clock: %w", err)
-		}
-		st.At = st.At.UTC()
-		if err := statsSources(ctx, tx, &st, sources); err != nil {
-			return fmt.Errorf("per source: %w", err)
-		}
-		if err := statsDestinations(ctx, tx, &st, destinations); err != nil {
-			return fmt.Errorf("per destination: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return hookwarden.Stats{}, fmt.Errorf("stats: %w", err)
-	}
-	return st, nil
-}
-
-func statsSources(ctx context.Context, tx pgx.Tx, st *hookwarden.Stats, names []string) error {
-	idx := map[string]int{}
-	src := func(name string) *hookwarden.SourceStats {
-		i, ok := idx[name]
-		if !ok {
-			i = len(st.Sources)
-			idx[name] = i
-			st.Sources = append(st.Sources, hookwarden.SourceStats{Source: name})
-		}
-		return &st.Sources[i]
-	}
-	for _, n := range names {
-		src(n)
-	}
-	rows, err := tx.Query(ctx, statsSourcesSQL)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name, kind string
-		var n int
-		var last *time.Time
-		if err := rows.Scan(&name, &kind, &n, &last); err != nil {
-			return err
-		}
-		ss := src(name)
-		switch kind {
-		case "events", "pruned-accepted":
-			ss.Accepted += n
-		case "duplicate", "batch-duplicate", "pruned-duplicate":
-			ss.Duplicates += n
-		case "divergent", "batch-divergent", "pruned-divergent":
-			ss.Duplicates += n
-			ss.Divergent += n
-		case "quarantine", "pruned-quarantined":
-			ss.Quarantined += n
-		}
-		if t := utc(last); t.After(ss.LastReceivedAt) {
-			ss.LastReceivedAt = t
-		}
-	}
-	return rows.Err()
-}
-
-func statsDestinations(ctx context.Context, tx pgx.Tx, st *hookwarden.Stats, names []string) error {
-	idx := map[string]int{}
-	dst := func(name string) *hookwarden.OutboxStat {
-		i, ok := idx[name]
-		if !ok {
-			i = len(st.Destinations)
-			idx[name] = i
-			st.Destinations = append(st.Destinations, hookwarden.OutboxStat{Destination: name})
-		}
-		return &st.Destinations[i]
-	}
-	for _, n := range names {
-		dst(n)
-	}
-	rows, err := tx.Query(ctx, statsDestinationsSQL)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name, state string
-		var n int
-		var oldest *time.Time
-		if err := rows.Scan(&name, &state, &n, &oldest); err != nil {
-			return err
-		}
-		ds := dst(name)
-		switch state {
-		case "pending":
-			ds.Pending = n
-			if oldest != nil {
-				ds.OldestPendingAge = max(st.At.Sub(*oldest), 0)
-				ds.OldestPendingSeconds = ds.OldestPendingAge.Seconds()
-			}
-		case "delivered": // live jobs, and those retention folded away
-			ds.Delivered += n
-		case "dead":
-			ds.Dead = n
-		}
-	}
-	return rows.Err()
+	return s.counterStats(ctx, sources, destinations)
 }
 
 // lastAcceptedSQL: per source ($1), the newest request that claimed

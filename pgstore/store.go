@@ -24,7 +24,10 @@
 // Destinations), Health (the last write's outcome through the pool's
 // tracer; Ping a one-row write), and Backup, which refuses (pg_dump, or
 // hookwarden export; export and migrate-store copy rows through
-// internal/storecopy). Missing: LISTEN/NOTIFY.
+// internal/storecopy), and LISTEN/NOTIFY (notify.go: the transactions that
+// make jobs due announce their destinations, Record's after its COMMIT, and
+// SetDirect with a hookwarden.Waker starts a listener on a connection of
+// its own that wakes the pool; polling stays the safety net).
 package pgstore
 
 import (
@@ -103,6 +106,11 @@ type Store struct {
 
 	run    atomic.Int64                      // this process's run (StartRun): the holder of its leases
 	direct atomic.Pointer[hookwarden.Direct] // SetDirect
+
+	listenCfg *pgx.ConnConfig // the LISTEN connection's: the pool's, without its tracer
+	listen    listener        // started by SetDirect with a hookwarden.Waker
+	announcer announcer       // Record's announcements, sent after its COMMIT
+	noNotify  bool            // set by a benchmark: announce nothing
 }
 
 // SettingError is a server setting that breaks the promise of a durable
@@ -174,7 +182,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.AfterConnect = checkSettings
-	s := &Store{opts: opts, log: log, address: address(cfg.ConnConfig)}
+	s := &Store{opts: opts, log: log, address: address(cfg.ConnConfig), listenCfg: cfg.ConnConfig.Copy()}
 	s.health.onCommit = opts.OnCommit
 	s.health.next = opts.tracer // a test's, seeing every statement too
 	cfg.ConnConfig.Tracer = &s.health
@@ -197,9 +205,12 @@ func address(c *pgx.ConnConfig) string {
 	return fmt.Sprintf("postgres://%s:%d/%s", c.Host, c.Port, c.Database)
 }
 
-// Close closes the pool, waiting for the calls under way.
+// Close stops the listener, sends the announcements gathered and closes
+// the pool, waiting for the calls under way.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	s.stopListener()
+	s.flushAnnouncements()
 	s.pool.Close()
 	return nil
 }

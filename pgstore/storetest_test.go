@@ -18,6 +18,9 @@ func TestConformance(t *testing.T) {
 			return open(t, pgtest.Database(t), Options{Now: now})
 		},
 		RefuseJobs: refuseJobs,
+		FullCount: func(t *testing.T, s storetest.Store, now time.Time) (storetest.Stats, map[string][]storetest.HourCount) {
+			return fullCount(t, s.(*Store), now)
+		},
 	})
 }
 

@@ -27,6 +27,17 @@ func deadWhere(f hookwarden.DeadFilter) ([]string, []any) {
 	return where, args
 }
 
+// deadListSQL is ListDead's query. INDEXED BY: for ORDER BY j.id the
+// planner would walk every job of the history newest first looking for the
+// dead ones; the partial index holds only those (the backlog), sorted after.
+func deadListSQL(where []string) string {
+	return `
+SELECT j.id, e.source, e.event_id, e.event_type, j.destination, j.attempts, j.dead_count, COALESCE(j.last_error, ''),
+	j.finished_at, e.claimed_at
+FROM jobs j INDEXED BY jobs_dead JOIN events e ON e.id = j.event_ref
+WHERE ` + strings.Join(where, " AND ") + ` ORDER BY j.id DESC LIMIT ?`
+}
+
 // ListDead lists dead letters, most recently created job first.
 func (s *Store) ListDead(ctx context.Context, f hookwarden.DeadFilter) (items []hookwarden.DeadLetter, next int64, err error) {
 	where, args := deadWhere(f)
@@ -35,11 +46,7 @@ func (s *Store) ListDead(ctx context.Context, f hookwarden.DeadFilter) (items []
 	}
 	limit := limitOf(f.Limit)
 	args = append(args, limit+1)
-	rows, err := s.rdb.QueryContext(ctx, `
-SELECT j.id, e.source, e.event_id, e.event_type, j.destination, j.attempts, j.dead_count, COALESCE(j.last_error, ''),
-	j.finished_at, e.claimed_at
-FROM jobs j JOIN events e ON e.id = j.event_ref
-WHERE `+strings.Join(where, " AND ")+` ORDER BY j.id DESC LIMIT ?`, args...)
+	rows, err := s.rdb.QueryContext(ctx, deadListSQL(where), args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list dead letters: %w", err)
 	}

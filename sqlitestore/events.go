@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -76,73 +77,260 @@ func statusOf(pending, dead int) hookwarden.EventStatus {
 
 // ListEvents lists events newest first. next is the cursor of the following
 // page, 0 when this page is the last.
+//
+// No filter reads what the page needs: each one picks the walk that its
+// answer bounds, never the history. --status dead or pending starts from
+// those jobs (partial indexes: the backlog, not the history); --source and
+// --type read events_source_type in id order for each (source, type) the
+// filter matches and merge the pages; --since starts where the hourly
+// counts say its hour's first event is. Only the plain listing (and
+// --status delivered, most events) walks events newest first, and it stops
+// at the page's end.
 func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items []hookwarden.EventSummary, next int64, err error) {
 	if f.Status == hookwarden.StatusQuarantined {
 		return s.listQuarantined(ctx, f)
 	}
+	limit := limitOf(f.Limit)
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
 	var where []string
 	var args []any
+	if !f.Since.IsZero() {
+		at := fmtTime(f.Since)
+		bound, err := firstRefSince(ctx, tx, at)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list events: %w", err)
+		}
+		where, args = append(where, "e.claimed_at >= ?", "e.id >= ?"), append(args, at, bound)
+	}
+	if f.Cursor > 0 {
+		where, args = append(where, "e.id < ?"), append(args, f.Cursor)
+	}
+	switch f.Status {
+	case hookwarden.StatusDelivered:
+		where = append(where, "NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state != 'delivered')")
+	case hookwarden.StatusDead, hookwarden.StatusPending, "":
+	default:
+		return nil, 0, fmt.Errorf("list events: unknown status %q", f.Status)
+	}
+	var ids []int64
+	switch {
+	case f.Status == hookwarden.StatusDead || f.Status == hookwarden.StatusPending:
+		ids, err = listByJobs(ctx, tx, f, where, args, limit+1)
+	case f.Source != "" || f.Type != "":
+		ids, err = listByType(ctx, tx, f, where, args, limit+1)
+	default:
+		q := "SELECT e.id FROM events e"
+		if len(where) > 0 {
+			q += " WHERE " + strings.Join(where, " AND ")
+		}
+		ids, err = selectIDs(ctx, tx, q+" ORDER BY e.id DESC LIMIT ?", append(args, limit+1)...)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	if len(ids) > limit {
+		ids = ids[:limit]
+		next = ids[limit-1]
+	}
+	if len(ids) == 0 {
+		return nil, next, nil
+	}
+	err = eachRow(ctx, tx, "SELECT "+eventColumns+" FROM events e WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id DESC",
+		func(rows *sql.Rows) error {
+			var ev hookwarden.EventSummary
+			if err := scanEvent(rows, &ev); err != nil {
+				return err
+			}
+			items = append(items, ev)
+			return nil
+		}, idSet(ids))
+	if err != nil {
+		return nil, 0, fmt.Errorf("list events: %w", err)
+	}
+	return items, next, nil
+}
+
+// firstRefSinceSQL: see firstRefSince.
+const firstRefSinceSQL = `SELECT COALESCE(
+	(SELECT min(first_ref) FROM hourly WHERE hour >= substr(?1, 1, 13)),
+	(SELECT COALESCE(max(id), 0) + 1 FROM events))`
+
+// firstRefSince is the lowest event id that can have been claimed at or
+// after at: the first claim of at's hour or a later one, from the hourly
+// counts (ids grow with time, to within one writer batch). No claim since:
+// past the highest id.
+func firstRefSince(ctx context.Context, tx *sql.Tx, at string) (int64, error) {
+	var ref int64
+	err := tx.QueryRowContext(ctx, firstRefSinceSQL, at).Scan(&ref)
+	return ref, err
+}
+
+// typeMatch is the SQL and arguments of the --source and --type filter.
+func typeMatch(f hookwarden.EventFilter) (where []string, args []any) {
 	if f.Source != "" {
-		// Unary +: walk events newest first and stop at the page's end,
-		// rather than fetch every event of the source by index and sort them.
-		where, args = append(where, "+e.source = ?"), append(args, f.Source)
+		where, args = append(where, "e.source = ?"), append(args, f.Source)
 	}
 	if p, ok := strings.CutSuffix(f.Type, "*"); ok {
 		where, args = append(where, "substr(e.event_type, 1, ?) = ?"), append(args, len(p), p)
 	} else if f.Type != "" {
 		where, args = append(where, "e.event_type = ?"), append(args, f.Type)
 	}
-	if !f.Since.IsZero() {
-		// The id bound ends the newest-first walk where the window begins,
-		// instead of at the oldest event: ids grow with time, so the last
-		// event claimed before the window, found by a newest-first walk,
-		// bounds it (exact to within one writer batch).
-		at := fmtTime(f.Since)
-		where = append(where, "e.claimed_at >= ?", "e.id > "+idBefore("?"))
-		args = append(args, at, at)
+	return where, args
+}
+
+// statusWalk is how many of the newest events listByJobs looks at before
+// it starts from the jobs instead.
+const statusWalk = 2000
+
+// listByJobs lists events with a dead job (--status dead), or a pending one
+// and none dead (--status pending). The backlog is usually the newest
+// events, so it first looks at the newest statusWalk events (within the
+// cursor and --since), checking each one's jobs on jobs_event; a page
+// filled there is the answer. Otherwise it starts from those jobs: their
+// partial index holds the backlog, not the history (CROSS JOIN keeps that
+// order of the walk).
+func listByJobs(ctx context.Context, tx *sql.Tx, f hookwarden.EventFilter, where []string, args []any, n int) ([]int64, error) {
+	w, a := typeMatch(f)
+	cond := "EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = e.id AND j.state = 'dead')"
+	if f.Status == hookwarden.StatusPending {
+		cond = "EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = e.id AND j.state = 'pending')" +
+			" AND NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')"
 	}
-	if f.Cursor > 0 {
-		where, args = append(where, "e.id < ?"), append(args, f.Cursor)
+	inner := "SELECT id FROM events e"
+	if len(where) > 0 {
+		inner += " WHERE " + strings.Join(where, " AND ")
 	}
-	switch f.Status {
-	case hookwarden.StatusDead:
-		where = append(where, "e.id IN (SELECT event_ref FROM jobs WHERE state = 'dead')")
-	case hookwarden.StatusPending:
-		where = append(where, "e.id IN (SELECT event_ref FROM jobs WHERE state = 'pending')",
-			"e.id NOT IN (SELECT event_ref FROM jobs WHERE state = 'dead')")
-	case hookwarden.StatusDelivered:
-		where = append(where, "NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state != 'delivered')")
-	case "":
-	default:
-		return nil, 0, fmt.Errorf("list events: unknown status %q", f.Status)
+	q := "SELECT e.id FROM (" + inner + " ORDER BY id DESC LIMIT ?) nw CROSS JOIN events e ON e.id = nw.id WHERE " +
+		strings.Join(append([]string{cond}, w...), " AND ") + " ORDER BY e.id DESC LIMIT ?"
+	ids, err := selectIDs(ctx, tx, q, append(append(append(append([]any{}, args...), statusWalk), a...), n)...)
+	if err != nil || len(ids) >= n {
+		return ids, err
 	}
-	limit := limitOf(f.Limit)
-	q := "SELECT " + eventColumns + " FROM events e"
+	return selectIDs(ctx, tx, jobsListSQL(f.Status, append(where, w...)), append(append(args, a...), n)...)
+}
+
+// jobsListSQL is listByJobs' query, with the filter's other conditions.
+func jobsListSQL(status hookwarden.EventStatus, where []string) string {
+	// INDEXED BY: left alone, the planner reads DISTINCT event_ref in
+	// order from jobs_event, every job of the history.
+	q := `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_dead WHERE state = 'dead') bk
+	CROSS JOIN events e ON e.id = bk.ref`
+	if status == hookwarden.StatusPending {
+		q = `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_due WHERE state = 'pending') bk
+	CROSS JOIN events e ON e.id = bk.ref`
+		where = append(where, "NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')")
+	}
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY e.id DESC LIMIT ?"
-	args = append(args, limit+1)
-	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	return q + " ORDER BY e.id DESC LIMIT ?"
+}
+
+// maxTypePairs bounds the (source, type) pairs listByType merges; a file
+// with more (ids in the type?) is walked newest first instead.
+const maxTypePairs = 2000
+
+// listByType lists the events of a source and/or type: for each
+// (source, type) pair the filter matches (found by seeks on
+// events_source_type, one per pair), the newest n ids in that pair, read
+// in id order from the same index; the pages are merged.
+func listByType(ctx context.Context, tx *sql.Tx, f hookwarden.EventFilter, where []string, args []any, n int) ([]int64, error) {
+	pairs, err := typePairs(ctx, tx, f)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var ev hookwarden.EventSummary
-		if err := scanEvent(rows, &ev); err != nil {
-			return nil, 0, fmt.Errorf("list events: %w", err)
+	if pairs == nil {
+		w, a := typeMatch(f)
+		q := "SELECT e.id FROM events e WHERE " + strings.Join(append(where, w...), " AND ")
+		return selectIDs(ctx, tx, q+" ORDER BY e.id DESC LIMIT ?", append(append(args, a...), n)...)
+	}
+	q := pairListSQL(where)
+	var ids []int64
+	for _, p := range pairs {
+		got, err := selectIDs(ctx, tx, q, append(append([]any{p[0], p[1]}, args...), n)...)
+		if err != nil {
+			return nil, err
 		}
-		items = append(items, ev)
+		ids = append(ids, got...)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
+	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
+	return ids[:min(len(ids), n)], nil
+}
+
+// The seeks of typePairs on events_source_type: the first pair of a source
+// (from a type on), the first pair, the pair after one.
+const (
+	firstPairOfSourceSQL = `SELECT source, event_type FROM events WHERE source = ? AND event_type >= ?
+	ORDER BY source, event_type LIMIT 1`
+	firstPairSQL = `SELECT source, event_type FROM events ORDER BY source, event_type LIMIT 1`
+	nextPairSQL  = `SELECT * FROM (SELECT source, event_type FROM events WHERE source = ?1 AND event_type > ?2 ORDER BY event_type LIMIT 1)
+	UNION ALL SELECT * FROM (SELECT source, event_type FROM events WHERE source > ?1 ORDER BY source, event_type LIMIT 1)
+	ORDER BY 1, 2 LIMIT 1`
+)
+
+// pairListSQL reads the newest ids of one (source, type) pair, in id order
+// on events_source_type, with the filter's other conditions.
+func pairListSQL(where []string) string {
+	return "SELECT e.id FROM events e WHERE " + strings.Join(append([]string{"e.source = ?", "e.event_type = ?"}, where...), " AND ") +
+		" ORDER BY e.id DESC LIMIT ?"
+}
+
+// typePairs lists the (source, type) pairs of events that f's source and
+// type match, by skipping through events_source_type: one seek per pair
+// (and per source, without --source). nil: more than maxTypePairs.
+func typePairs(ctx context.Context, tx *sql.Tx, f hookwarden.EventFilter) ([][2]string, error) {
+	prefix, isPrefix := strings.CutSuffix(f.Type, "*")
+	if f.Source != "" && f.Type != "" && !isPrefix {
+		return [][2]string{{f.Source, f.Type}}, nil
 	}
-	if len(items) > limit {
-		items = items[:limit]
-		next = items[limit-1].Ref
+	match := func(typ string) bool {
+		switch {
+		case f.Type == "":
+			return true
+		case isPrefix:
+			return strings.HasPrefix(typ, prefix)
+		}
+		return typ == f.Type
 	}
-	return items, next, nil
+	pairs := [][2]string{}
+	var src, typ string
+	first := true
+	for seeks := 0; ; seeks++ {
+		if seeks > 2*maxTypePairs {
+			return nil, nil
+		}
+		var row *sql.Row
+		switch {
+		case first && f.Source != "":
+			row = tx.QueryRowContext(ctx, firstPairOfSourceSQL, f.Source, prefix)
+		case first:
+			row = tx.QueryRowContext(ctx, firstPairSQL)
+		default:
+			row = tx.QueryRowContext(ctx, nextPairSQL, src, typ)
+		}
+		first = false
+		err := row.Scan(&src, &typ)
+		if errors.Is(err, sql.ErrNoRows) {
+			return pairs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if f.Source != "" && src != f.Source {
+			return pairs, nil
+		}
+		if match(typ) {
+			if pairs = append(pairs, [2]string{src, typ}); len(pairs) > maxTypePairs {
+				return nil, nil
+			}
+		} else if isPrefix && f.Source != "" && typ > prefix {
+			return pairs, nil // past the prefix's range
+		}
+	}
 }
 
 func (s *Store) listQuarantined(ctx context.Context, f hookwarden.EventFilter) (items []hookwarden.EventSummary, next int64, err error) {

@@ -104,6 +104,7 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 		16: "stripe | last_accepted | 2026-03-01T12:00:00.000000Z\nstripe | last_received | 2026-03-01T12:00:00.000000Z\nstripe/old | delivered | 1", 17: `replay | cli | alice | {"source":"stripe","event_ids":["evt_1"]}`,
 		18: `replay | cli | alice | {"selected":1,"replayed":1,"skipped":0}`,
 		19: "stripe | 2026-03-01T12:09:00.000000Z | 2026-03-01T12:26:00.000000Z | 1 |", 20: "evt_bf | t.created | stripe/app | pending",
+		21: "stripe/app | dead | 1 | 1\nstripe/app | delivered | 1 | 1\nstripe/app | pending | 2 | 2",
 	}
 	for i, q := range qs {
 		n := i + 1

@@ -155,8 +155,104 @@ func (s *Store) silences(ctx context.Context, p hookwarden.SourcePolicy, since, 
 	} else {
 		seed = time.Time{}
 	}
-	// LAG over the (source, received_at) index: only the gaps come back.
-	err = eachRow(ctx, s.rdb, `
+	first, last, err := s.requestGaps(ctx, p, from, now, add)
+	if err != nil {
+		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	}
+	prev := last
+	if !seed.IsZero() {
+		if !first.IsZero() {
+			add(seed, first, false) // from the last pruned request to the first kept one
+		}
+		if prev.Before(seed) {
+			prev = seed
+		}
+	}
+	if prev.IsZero() {
+		// Never heard from in the window: silent since the window (or the
+		// first run) began.
+		prev = firstRun
+		if since.After(prev) {
+			prev = since
+		}
+	}
+	add(prev, now, true)
+	return out, nil
+}
+
+// maxGapSeeks bounds requestGaps' jumps; a window longer than this many
+// expect_within is read request by request instead.
+const maxGapSeeks = 20000
+
+// requestGaps calls add for every gap longer than p.ExpectWithin between
+// consecutive requests of p's source received at or after from, and
+// returns the first and last of them (zero: none). It jumps on the
+// (source, received_at) index rather than read each request: from a
+// request at a, the last request within (a, a+expect_within] is one seek
+// and no gap before it can be a silence; when there is none, the next
+// request ends a silence. The cost follows the window divided by
+// expect_within, not the traffic.
+func (s *Store) requestGaps(ctx context.Context, p hookwarden.SourcePolicy, from string, now time.Time, add func(start, end time.Time, open bool)) (first, last time.Time, err error) {
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return first, last, err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	seek := func(q string, args ...any) (time.Time, error) {
+		var at sql.NullString
+		if err := tx.QueryRowContext(ctx, q, args...).Scan(&at); err != nil {
+			return time.Time{}, err
+		}
+		return parseNullTime(at)
+	}
+	if first, err = seek(`SELECT min(received_at) FROM receipts WHERE source = ? AND received_at >= ?`, p.Name, from); err != nil || first.IsZero() {
+		return first, last, err
+	}
+	fromT := first
+	if t, perr := parseTime(from); perr == nil {
+		fromT = t
+	}
+	if now.Sub(fromT)/max(p.ExpectWithin, time.Nanosecond) > maxGapSeeks {
+		return s.requestGapsByRow(ctx, tx, p, from, add)
+	}
+	// The walk runs inside SQLite (a recursive query: two seeks a step, no
+	// round trip). a + expect_within is computed to the millisecond, at or
+	// before the exact bound: a request it misses is taken as the next
+	// step's start instead, and add, which measures exactly, drops a gap
+	// that is not longer than expect_within.
+	var prev time.Time
+	err = eachRow(ctx, tx, `
+WITH RECURSIVE walk(a) AS (
+	SELECT ?2
+	UNION ALL
+	SELECT COALESCE(
+		(SELECT max(received_at) FROM receipts WHERE source = ?1 AND received_at > walk.a
+			AND received_at <= strftime('%Y-%m-%dT%H:%M:%f', walk.a, ?3) || '000Z'),
+		(SELECT min(received_at) FROM receipts WHERE source = ?1 AND received_at > walk.a))
+	FROM walk WHERE walk.a IS NOT NULL)
+SELECT a FROM walk WHERE a IS NOT NULL`,
+		func(rows *sql.Rows) error {
+			var at string
+			if err := rows.Scan(&at); err != nil {
+				return err
+			}
+			t, err := parseTime(at)
+			if err != nil {
+				return err
+			}
+			if !prev.IsZero() && t.Sub(prev) > p.ExpectWithin {
+				add(prev, t, false)
+			}
+			prev = t
+			return nil
+		}, p.Name, fmtTime(first), fmt.Sprintf("+%.6f seconds", p.ExpectWithin.Seconds()))
+	return first, prev, err
+}
+
+// requestGapsByRow is requestGaps for a short expect_within: LAG over the
+// (source, received_at) index, every request of the window read.
+func (s *Store) requestGapsByRow(ctx context.Context, tx *sql.Tx, p hookwarden.SourcePolicy, from string, add func(start, end time.Time, open bool)) (first, last time.Time, err error) {
+	err = eachRow(ctx, tx, `
 SELECT prev, received_at FROM (
 	SELECT received_at, LAG(received_at) OVER (ORDER BY received_at) AS prev
 	FROM receipts WHERE source = ?1 AND received_at >= ?2)
@@ -178,33 +274,16 @@ WHERE prev IS NOT NULL AND (julianday(received_at) - julianday(prev)) * 86400.0 
 			return nil
 		}, p.Name, from, p.ExpectWithin.Seconds())
 	if err != nil {
-		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+		return first, last, err
 	}
-	var first, last sql.NullString
-	if err := s.rdb.QueryRowContext(ctx, `SELECT min(received_at), max(received_at) FROM receipts WHERE source = ? AND received_at >= ?`,
-		p.Name, from).Scan(&first, &last); err != nil {
-		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	var f, l sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT min(received_at), max(received_at) FROM receipts WHERE source = ? AND received_at >= ?`,
+		p.Name, from).Scan(&f, &l); err != nil {
+		return first, last, err
 	}
-	prev, err := parseNullTime(last)
-	if err != nil {
-		return nil, fmt.Errorf("silences of %s: %w", p.Name, err)
+	if first, err = parseNullTime(f); err != nil {
+		return first, last, err
 	}
-	if !seed.IsZero() {
-		if f, err := parseNullTime(first); err == nil && !f.IsZero() {
-			add(seed, f, false) // from the last pruned request to the first kept one
-		}
-		if prev.Before(seed) {
-			prev = seed
-		}
-	}
-	if prev.IsZero() {
-		// Never heard from in the window: silent since the window (or the
-		// first run) began.
-		prev = firstRun
-		if since.After(prev) {
-			prev = since
-		}
-	}
-	add(prev, now, true)
-	return out, nil
+	last, err = parseNullTime(l)
+	return first, last, err
 }

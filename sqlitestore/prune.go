@@ -72,6 +72,9 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 		if err := s.pruneBodyKeys(ctx, opt, &res); err != nil {
 			return res, err
 		}
+		if err := s.pruneHourly(ctx, opt, &res); err != nil {
+			return res, err
+		}
 	}
 	if opt.Quarantine > 0 {
 		res.QuarantineCutoff = now.Add(-opt.Quarantine).UTC()
@@ -99,17 +102,40 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 	return res, nil
 }
 
+// pruneHourly deletes the hourly counts of the hours before the claims
+// cutoff's: the chart and the recent windows read days, and the counts
+// stay in step with the claims they tell of.
+func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
+	if opt.DryRun {
+		return nil
+	}
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		return execCount(ctx, tx, nil, `DELETE FROM hourly WHERE hour < ?`, hourOf(res.ClaimCutoff))
+	})
+	if err != nil {
+		return fmt.Errorf("prune hourly counts: %w", err)
+	}
+	return nil
+}
+
+// countHeldSQL counts the held events and requests; ?1 is the cutoff.
+// INDEXED BY: left alone, SQLite reads count(DISTINCT event_ref) in order
+// from jobs_event, every job of the history (1.3 s at 10 million claims).
+const countHeldSQL = `
+SELECT
+	(SELECT count(DISTINCT j.event_ref) FROM jobs j INDEXED BY jobs_dead JOIN events e ON e.id = j.event_ref
+		WHERE j.state = 'dead' AND e.claimed_at < ?1),
+	(SELECT count(DISTINCT j.event_ref) FROM jobs j INDEXED BY jobs_due JOIN events e ON e.id = j.event_ref
+		WHERE j.state = 'pending' AND e.claimed_at < ?1
+		AND NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')),
+	(SELECT count(*) FROM quarantine WHERE first_at < ?1 AND released_at IS NULL)`
+
 // countHeld counts the events older than the payload cutoff that wait for a
 // human. It reads the partial indexes of dead and pending jobs (jobs_dead,
 // jobs_due): its cost follows the backlog, not the history.
 func (s *Store) countHeld(ctx context.Context, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.PayloadCutoff)
-	err := s.rdb.QueryRowContext(ctx, `
-SELECT
-	(SELECT count(DISTINCT j.event_ref) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE j.state = 'dead' AND e.claimed_at < ?1),
-	(SELECT count(DISTINCT j.event_ref) FROM jobs j JOIN events e ON e.id = j.event_ref WHERE j.state = 'pending' AND e.claimed_at < ?1
-		AND NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')),
-	(SELECT count(*) FROM quarantine WHERE first_at < ?1 AND released_at IS NULL)`, cut).Scan(&res.HeldDead, &res.HeldPending, &res.HeldQuarantined)
+	err := s.rdb.QueryRowContext(ctx, countHeldSQL, cut).Scan(&res.HeldDead, &res.HeldPending, &res.HeldQuarantined)
 	if err != nil {
 		return fmt.Errorf("prune: count held: %w", err)
 	}

@@ -300,10 +300,15 @@ func (s *Store) Unlease(ctx context.Context, job hookwarden.Job) error {
 	})
 }
 
+// outboxCountersSQL reads the outbox's counts.
+const outboxCountersSQL = `SELECT name, kind, n FROM counters WHERE kind IN ('pending', 'dead') AND n != 0 ORDER BY name`
+
 // OutboxStats reads pending depth, oldest pending age and dead letters per
 // destination, one entry per name given (zeros included) plus any destination
-// no longer configured that still has jobs. The partial indexes on pending and
-// dead jobs keep this proportional to the outbox, not to the history.
+// no longer configured that still has jobs. The counts are the counters
+// table's (kept by triggers), the oldest pending job one seek on
+// jobs_pending_age per destination with pending jobs: the cost follows the
+// number of destinations, not the outbox or the history.
 func (s *Store) OutboxStats(ctx context.Context, destinations []string) ([]hookwarden.OutboxStat, error) {
 	byName := make(map[string]*hookwarden.OutboxStat, len(destinations))
 	order := append([]string(nil), destinations...)
@@ -311,39 +316,46 @@ func (s *Store) OutboxStats(ctx context.Context, destinations []string) ([]hookw
 		byName[d] = &hookwarden.OutboxStat{Destination: d}
 	}
 	now := s.now()
-	rows, err := s.rdb.QueryContext(ctx, `
-SELECT destination, 'p', count(*), min(COALESCE(replayed_at, created_at)) FROM jobs WHERE state = 'pending' GROUP BY destination
-UNION ALL
-SELECT destination, 'd', count(*), NULL FROM jobs WHERE state = 'dead' GROUP BY destination`)
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("outbox stats: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var dest, kind string
-		var n int
-		var oldest sql.NullString
-		if err := rows.Scan(&dest, &kind, &n, &oldest); err != nil {
-			return nil, fmt.Errorf("outbox stats: %w", err)
-		}
-		st := byName[dest]
-		if st == nil {
-			st = &hookwarden.OutboxStat{Destination: dest}
-			byName[dest] = st
-			order = append(order, dest)
-		}
-		if kind == "p" {
-			st.Pending = n
-			if t, err := parseTime(oldest.String); err == nil {
-				st.OldestPendingAge = max(now.Sub(t), 0)
-				st.OldestPendingSeconds = st.OldestPendingAge.Seconds()
+	defer tx.Rollback() //nolint:errcheck // read-only
+	err = eachRow(ctx, tx, outboxCountersSQL,
+		func(rows *sql.Rows) error {
+			var dest, kind string
+			var n int
+			if err := rows.Scan(&dest, &kind, &n); err != nil {
+				return err
 			}
-		} else {
-			st.Dead = n
-		}
-	}
-	if err := rows.Err(); err != nil {
+			st := byName[dest]
+			if st == nil {
+				st = &hookwarden.OutboxStat{Destination: dest}
+				byName[dest] = st
+				order = append(order, dest)
+			}
+			if kind == "pending" {
+				st.Pending = n
+			} else {
+				st.Dead = n
+			}
+			return nil
+		})
+	if err != nil {
 		return nil, fmt.Errorf("outbox stats: %w", err)
+	}
+	for _, st := range byName {
+		if st.Pending == 0 {
+			continue
+		}
+		t, err := oldestPending(ctx, tx, st.Destination)
+		if err != nil {
+			return nil, fmt.Errorf("outbox stats of %s: %w", st.Destination, err)
+		}
+		if !t.IsZero() {
+			st.OldestPendingAge = max(now.Sub(t), 0)
+			st.OldestPendingSeconds = st.OldestPendingAge.Seconds()
+		}
 	}
 	out := make([]hookwarden.OutboxStat, len(order))
 	for i, d := range order {

@@ -18,13 +18,6 @@ func limitOf(n int) int {
 	return min(n, hookwarden.MaxLimit)
 }
 
-// idBefore is a scalar subquery: the id of the newest event claimed before
-// the time bound (0 if none). It walks the events newest first and stops
-// there, so its cost follows the window, not the history.
-func idBefore(bound string) string {
-	return "COALESCE((SELECT id FROM events WHERE claimed_at < " + bound + " ORDER BY id DESC LIMIT 1), 0)"
-}
-
 // querier is a pool or a transaction.
 type querier interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)

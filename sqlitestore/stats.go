@@ -12,10 +12,40 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// Stats counts per source and per destination over the whole file. What
-// retention deleted still counts (pruned_totals keeps its totals), so the
-// numbers do not drop when receipts and jobs are pruned. The
-// names given come first, with zeros, then any other name found in the file.
+// The reads of this file, named so that a test can check their plans
+// (EXPLAIN QUERY PLAN): each reads small tables or seeks an index.
+const (
+	statsCountersSQL = `
+SELECT name, kind, n, NULL FROM counters WHERE n != 0
+UNION ALL SELECT name, 'pruned-' || kind, n, at FROM pruned_totals
+ORDER BY 1`
+	lastReceivedSQL = `SELECT max(
+	COALESCE((SELECT max(received_at) FROM receipts WHERE source = ?1), ''),
+	COALESCE((SELECT max(last_at) FROM quarantine WHERE source = ?1), ''))`
+	oldestPendingSQL = `SELECT min(COALESCE(replayed_at, created_at)) FROM jobs
+	WHERE state = 'pending' AND destination = ?`
+	hourlySQL      = `SELECT hour, accepted, duplicates FROM hourly WHERE source = ? AND hour >= ? ORDER BY hour`
+	windowHoursSQL = `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
+	FROM hourly WHERE source = ? AND hour >= ?`
+	windowHourSQL = `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
+	FROM hourly WHERE source = ? AND hour = ?`
+	windowBoundsSQL = `SELECT
+	(SELECT first_ref FROM hourly WHERE source = ?1 AND hour = ?2),
+	(SELECT min(first_ref) FROM hourly WHERE hour >= ?3 AND first_ref IS NOT NULL)`
+	windowDuplicatesSQL = `SELECT
+	(SELECT count(*) FROM receipts WHERE source = ?1 AND received_at >= ?2 AND received_at < ?3 AND kind IN ('duplicate', 'divergent')),
+	(SELECT count(*) FROM receipts r JOIN receipt_events re ON re.receipt_id = r.id
+		WHERE r.source = ?1 AND r.received_at >= ?2 AND r.received_at < ?3 AND r.kind = 'batch' AND re.kind != 'accepted')`
+	windowEventsSQL = `SELECT count(*) FROM events WHERE id >= ?1 AND +source = ?2 AND claimed_at >= ?3 AND claimed_at < ?4`
+)
+
+// Stats counts per source and per destination over the whole file. The
+// counts are the counters table (kept by triggers in the same transaction as
+// the rows they count, schema 12) plus pruned_totals (what retention
+// removed), so the read costs the same at ten million events as at ten
+// thousand. The last request's time and the oldest pending job are one
+// index seek per name. The names given come first, with zeros, then any
+// other name found in the file, in name order.
 func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error) {
 	st := hookwarden.Stats{At: s.now().UTC()}
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -34,45 +64,6 @@ func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hook
 		}
 		return &st.Sources[i]
 	}
-	for _, n := range sources {
-		src(n)
-	}
-	err = eachRow(ctx, tx, `
-SELECT source, 'events', count(*), NULL FROM events GROUP BY source
-UNION ALL SELECT source, kind, count(*), max(received_at) FROM receipts GROUP BY source, kind
-UNION ALL SELECT r.source, 'batch-' || re.kind, count(*), NULL
-	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.kind != 'accepted' GROUP BY r.source, re.kind
-UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source
-UNION ALL SELECT name, 'pruned-' || kind, n, CASE WHEN kind = 'last_received' THEN at END FROM pruned_totals WHERE kind != 'delivered'
-ORDER BY 1`,
-		func(rows *sql.Rows) error {
-			var name, kind string
-			var n int
-			var last sql.NullString
-			if err := rows.Scan(&name, &kind, &n, &last); err != nil {
-				return err
-			}
-			ss := src(name)
-			switch kind {
-			case "events", "pruned-accepted":
-				ss.Accepted += n
-			case "duplicate", "batch-duplicate", "pruned-duplicate":
-				ss.Duplicates += n
-			case "divergent", "batch-divergent", "pruned-divergent":
-				ss.Duplicates += n
-				ss.Divergent += n
-			case "quarantine", "pruned-quarantined":
-				ss.Quarantined += n
-			}
-			if t, err := parseNullTime(last); err == nil && t.After(ss.LastReceivedAt) {
-				ss.LastReceivedAt = t
-			}
-			return nil
-		})
-	if err != nil {
-		return st, fmt.Errorf("stats per source: %w", err)
-	}
-
 	dstIdx := map[string]int{}
 	dst := func(name string) *hookwarden.OutboxStat {
 		i, ok := dstIdx[name]
@@ -83,41 +74,133 @@ ORDER BY 1`,
 		}
 		return &st.Destinations[i]
 	}
+	for _, n := range sources {
+		src(n)
+	}
 	for _, n := range destinations {
 		dst(n)
 	}
-	err = eachRow(ctx, tx, `
-SELECT destination, state, count(*), min(CASE WHEN state = 'pending' THEN COALESCE(replayed_at, created_at) END)
-FROM jobs GROUP BY destination, state
-UNION ALL SELECT name, kind, n, NULL FROM pruned_totals WHERE kind = 'delivered'
-ORDER BY 1`,
+	err = eachRow(ctx, tx, statsCountersSQL,
 		func(rows *sql.Rows) error {
-			var name, state string
+			var name, kind string
 			var n int
-			var oldest sql.NullString
-			if err := rows.Scan(&name, &state, &n, &oldest); err != nil {
+			var at sql.NullString
+			if err := rows.Scan(&name, &kind, &n, &at); err != nil {
 				return err
 			}
-			ds := dst(name)
-			switch state {
+			switch kind {
 			case "pending":
-				ds.Pending = n
-				if t, err := parseNullTime(oldest); err == nil && !t.IsZero() {
-					ds.OldestPendingAge = max(st.At.Sub(t), 0)
-					ds.OldestPendingSeconds = ds.OldestPendingAge.Seconds()
-				}
-			case "delivered": // live jobs, and those retention folded away
-				ds.Delivered += n
+				dst(name).Pending += n
+				return nil
+			case "delivered", "pruned-delivered": // live jobs, and those retention folded away
+				dst(name).Delivered += n
+				return nil
 			case "dead":
-				ds.Dead = n
+				dst(name).Dead += n
+				return nil
+			}
+			ss := src(name)
+			switch kind {
+			case "accepted", "pruned-accepted":
+				ss.Accepted += n
+			case "duplicate", "pruned-duplicate":
+				ss.Duplicates += n
+			case "divergent", "pruned-divergent":
+				ss.Duplicates += n
+				ss.Divergent += n
+			case "quarantined", "pruned-quarantined":
+				ss.Quarantined += n
+			case "pruned-last_received":
+				if t, err := parseNullTime(at); err == nil && t.After(ss.LastReceivedAt) {
+					ss.LastReceivedAt = t
+				}
 			}
 			return nil
 		})
 	if err != nil {
-		return st, fmt.Errorf("stats per destination: %w", err)
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	for i := range st.Sources {
+		ss := &st.Sources[i]
+		// max on the (source, received_at) index is one seek; the
+		// quarantine holds one row per distinct held body.
+		var last sql.NullString
+		if err := tx.QueryRowContext(ctx, lastReceivedSQL, ss.Source).Scan(&last); err != nil {
+			return st, fmt.Errorf("stats of %s: %w", ss.Source, err)
+		}
+		if last.String != "" {
+			if t, err := parseNullTime(last); err == nil && t.After(ss.LastReceivedAt) {
+				ss.LastReceivedAt = t
+			}
+		}
+	}
+	for i := range st.Destinations {
+		ds := &st.Destinations[i]
+		if ds.Pending == 0 {
+			continue
+		}
+		oldest, err := oldestPending(ctx, tx, ds.Destination)
+		if err != nil {
+			return st, fmt.Errorf("stats of %s: %w", ds.Destination, err)
+		}
+		if !oldest.IsZero() {
+			ds.OldestPendingAge = max(st.At.Sub(oldest), 0)
+			ds.OldestPendingSeconds = ds.OldestPendingAge.Seconds()
+		}
 	}
 	return st, nil
 }
+
+// oldestPending is when the destination's oldest pending job was created or
+// last replayed (zero: none): one seek on jobs_pending_age.
+func oldestPending(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, dest string) (time.Time, error) {
+	var oldest sql.NullString
+	if err := q.QueryRowContext(ctx, oldestPendingSQL, dest).Scan(&oldest); err != nil {
+		return time.Time{}, err
+	}
+	return parseNullTime(oldest)
+}
+
+// Hourly lists each source's hours from since's on, from the hourly table
+// (kept by triggers as events and repeats are recorded): a range of the
+// primary key per source.
+func (s *Store) Hourly(ctx context.Context, sources []string, since time.Time) (map[string][]hookwarden.HourCount, error) {
+	out := make(map[string][]hookwarden.HourCount, len(sources))
+	from := hourOf(since)
+	for _, src := range sources {
+		var hours []hookwarden.HourCount
+		err := eachRow(ctx, s.rdb, hourlySQL,
+			func(rows *sql.Rows) error {
+				var h string
+				var c hookwarden.HourCount
+				if err := rows.Scan(&h, &c.Accepted, &c.Duplicates); err != nil {
+					return err
+				}
+				t, err := time.Parse(hourFormat, h)
+				if err != nil {
+					return err
+				}
+				c.Hour = t
+				if c.Accepted != 0 || c.Duplicates != 0 {
+					hours = append(hours, c)
+				}
+				return nil
+			}, src, from)
+		if err != nil {
+			return nil, fmt.Errorf("hourly counts of %s: %w", src, err)
+		}
+		out[src] = hours
+	}
+	return out, nil
+}
+
+// hourFormat is the hourly table's hour: the first 13 characters of a
+// stored time.
+const hourFormat = "2006-01-02T15"
+
+func hourOf(t time.Time) string { return t.UTC().Format(hourFormat) }
 
 // LastAccepted returns, for each source named, when it last claimed a new
 // event (absent when it never did). It seeds
@@ -159,37 +242,69 @@ SELECT
 }
 
 // RecentCounts counts each source's accepted events and duplicates since
-// hour ([0]) and since day ([1]), for the dashboard. The cost follows the
-// day's traffic, not the history: events are walked newest first by id down
-// to the last one claimed before day (ids grow with time, so the window is
-// exact to within one writer batch), receipts on (source, received_at).
-// Counts older than retention.payloads are not in these windows' reach.
+// hour ([0]) and since day ([1]), for the dashboard. The whole hours of a
+// window come from the hourly table; only the part of its first hour after
+// the bound is counted from rows (at most an hour of traffic, on the index
+// bounds first_ref gives), so the cost does not grow with the history.
 func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]hookwarden.WindowCounts, error) {
 	out := make(map[string][2]hookwarden.WindowCounts, len(sources))
-	h, d := fmtTime(hour), fmtTime(day)
-	var from int64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT `+idBefore("?"), d).Scan(&from); err != nil {
-		return nil, fmt.Errorf("recent counts: %w", err)
-	}
 	for _, src := range sources {
-		var accD, accH, dupD, dupH, batD, batH int
-		err := s.rdb.QueryRowContext(ctx, `
-SELECT a.n, a.h, r.n, r.h, b.n, b.h FROM
-	(SELECT count(*) AS n, coalesce(sum(claimed_at >= ?2), 0) AS h
-		FROM events WHERE id > ?4 AND claimed_at >= ?3 AND +source = ?1) a,
-	(SELECT count(*) AS n, coalesce(sum(received_at >= ?2), 0) AS h
-		FROM receipts WHERE source = ?1 AND received_at >= ?3 AND kind IN ('duplicate', 'divergent')) r,
-	(SELECT count(*) AS n, coalesce(sum(r.received_at >= ?2), 0) AS h
-		FROM receipts r JOIN receipt_events re ON re.receipt_id = r.id
-		WHERE r.source = ?1 AND r.received_at >= ?3 AND r.kind = 'batch' AND re.kind != 'accepted') b`,
-			src, h, d, from).Scan(&accD, &accH, &dupD, &dupH, &batD, &batH)
-		if err != nil {
-			return nil, fmt.Errorf("recent counts of %s: %w", src, err)
+		var w [2]hookwarden.WindowCounts
+		for i, since := range []time.Time{hour, day} {
+			c, err := s.windowCounts(ctx, src, since)
+			if err != nil {
+				return nil, fmt.Errorf("recent counts of %s: %w", src, err)
+			}
+			w[i] = c
 		}
-		out[src] = [2]hookwarden.WindowCounts{
-			{Accepted: accH, Duplicates: dupH + batH},
-			{Accepted: accD, Duplicates: dupD + batD},
-		}
+		out[src] = w
 	}
 	return out, nil
+}
+
+// windowCounts counts what src sent at or after since.
+func (s *Store) windowCounts(ctx context.Context, src string, since time.Time) (hookwarden.WindowCounts, error) {
+	var c hookwarden.WindowCounts
+	first := since.UTC().Truncate(time.Hour)
+	next := first.Add(time.Hour)
+	// Whole hours after the first.
+	if err := s.rdb.QueryRowContext(ctx, windowHoursSQL, src, hourOf(next)).Scan(&c.Accepted, &c.Duplicates); err != nil {
+		return c, err
+	}
+	if since.Equal(first) {
+		var a, d int
+		if err := s.rdb.QueryRowContext(ctx, windowHourSQL, src, hourOf(first)).Scan(&a, &d); err != nil {
+			return c, err
+		}
+		c.Accepted, c.Duplicates = c.Accepted+a, c.Duplicates+d
+		return c, nil
+	}
+	// The rest of the first hour, from rows. Events of that hour have ids
+	// from its first_ref on; ids claimed two hours later bound the walk
+	// (ids grow with time, to within one writer batch).
+	var lo, hi sql.NullInt64
+	if err := s.rdb.QueryRowContext(ctx, windowBoundsSQL,
+		src, hourOf(first), hourOf(next.Add(time.Hour))).Scan(&lo, &hi); err != nil {
+		return c, err
+	}
+	from, to := fmtTime(since), fmtTime(next)
+	var a, d, b int
+	if lo.Valid {
+		q := windowEventsSQL
+		args := []any{lo.Int64, src, from, to}
+		if hi.Valid {
+			q += ` AND id < ?5`
+			args = append(args, hi.Int64)
+		}
+		if err := s.rdb.QueryRowContext(ctx, q, args...).Scan(&a); err != nil {
+			return c, err
+		}
+	}
+	if err := s.rdb.QueryRowContext(ctx, windowDuplicatesSQL,
+		src, from, to).Scan(&d, &b); err != nil {
+		return c, err
+	}
+	c.Accepted += a
+	c.Duplicates += d + b
+	return c, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/sqlitestore"
 	"github.com/hookwarden/hookwarden/storetest"
 )
@@ -22,7 +23,127 @@ func TestConformance(t *testing.T) {
 			return open(t, path, sqlitestore.Options{Now: now, ReadOnly: true})
 		},
 		RefuseJobs: refuseJobs,
+		FullCount:  fullCount,
 	})
+}
+
+// fullCount counts what Stats and Hourly must say by reading every row, as
+// Stats did before the counters (schema 8): live rows grouped, plus what
+// retention folded into pruned_totals.
+func fullCount(t *testing.T, st storetest.Store, now time.Time) (storetest.Stats, map[string][]storetest.HourCount) {
+	t.Helper()
+	db := st.(*sqlitestore.Store).DB()
+	out := storetest.Stats{At: now}
+	src := map[string]*hookwarden.SourceStats{}
+	source := func(n string) *hookwarden.SourceStats {
+		if src[n] == nil {
+			src[n] = &hookwarden.SourceStats{Source: n}
+		}
+		return src[n]
+	}
+	rows, err := db.Query(`
+SELECT source, 'events', count(*), NULL FROM events GROUP BY source
+UNION ALL SELECT source, kind, count(*), max(received_at) FROM receipts GROUP BY source, kind
+UNION ALL SELECT r.source, 'batch-' || re.kind, count(*), NULL
+	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.kind != 'accepted' GROUP BY r.source, re.kind
+UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source
+UNION ALL SELECT name, 'pruned-' || kind, n, CASE WHEN kind = 'last_received' THEN at END FROM pruned_totals WHERE kind != 'delivered'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, kind string
+		var n int
+		var last sql.NullString
+		if err := rows.Scan(&name, &kind, &n, &last); err != nil {
+			t.Fatal(err)
+		}
+		ss := source(name)
+		switch kind {
+		case "events", "pruned-accepted":
+			ss.Accepted += n
+		case "duplicate", "batch-duplicate", "pruned-duplicate":
+			ss.Duplicates += n
+		case "divergent", "batch-divergent", "pruned-divergent":
+			ss.Duplicates += n
+			ss.Divergent += n
+		case "quarantine", "pruned-quarantined":
+			ss.Quarantined += n
+		}
+		if last.Valid {
+			at, err := time.Parse("2006-01-02T15:04:05.000000Z", last.String)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at.After(ss.LastReceivedAt) {
+				ss.LastReceivedAt = at
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	for _, ss := range src {
+		out.Sources = append(out.Sources, *ss)
+	}
+	rows, err = db.Query(`
+SELECT destination, sum(p), sum(d), sum(x), min(o) FROM (
+	SELECT destination, state = 'pending' AS p, state = 'delivered' AS d, state = 'dead' AS x,
+		CASE WHEN state = 'pending' THEN COALESCE(replayed_at, created_at) END AS o FROM jobs
+	UNION ALL SELECT name, 0, n, 0, NULL FROM pruned_totals WHERE kind = 'delivered')
+GROUP BY destination`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var d hookwarden.OutboxStat
+		var oldest sql.NullString
+		if err := rows.Scan(&d.Destination, &d.Pending, &d.Delivered, &d.Dead, &oldest); err != nil {
+			t.Fatal(err)
+		}
+		if oldest.Valid {
+			at, err := time.Parse("2006-01-02T15:04:05.000000Z", oldest.String)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.OldestPendingAge = max(now.Sub(at), 0)
+			d.OldestPendingSeconds = d.OldestPendingAge.Seconds()
+		}
+		out.Destinations = append(out.Destinations, d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	hours := map[string][]storetest.HourCount{}
+	hrows, err := db.Query(`
+SELECT source, hour, sum(a), sum(d) FROM (
+	SELECT source, substr(claimed_at, 1, 13) AS hour, 1 AS a, 0 AS d FROM events
+	UNION ALL SELECT source, substr(received_at, 1, 13), 0, 1 FROM receipts WHERE kind IN ('duplicate', 'divergent')
+	UNION ALL SELECT r.source, substr(r.received_at, 1, 13), 0, 1 FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id
+		WHERE re.kind IN ('duplicate', 'divergent'))
+GROUP BY source, hour ORDER BY source, hour`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hrows.Close()
+	for hrows.Next() {
+		var name, hour string
+		var c storetest.HourCount
+		if err := hrows.Scan(&name, &hour, &c.Accepted, &c.Duplicates); err != nil {
+			t.Fatal(err)
+		}
+		if c.Hour, err = time.Parse("2006-01-02T15", hour); err != nil {
+			t.Fatal(err)
+		}
+		hours[name] = append(hours[name], c)
+	}
+	if err := hrows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out, hours
 }
 
 func open(t *testing.T, path string, opts sqlitestore.Options) *sqlitestore.Store {

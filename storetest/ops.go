@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -334,5 +335,77 @@ func testListEvents(t *testing.T, h Harness) {
 	}
 	if got := fmt.Sprint(pages); got != "[g1 e3 e2 | e1 |]" {
 		t.Errorf("pages of 3: %s, want [g1 e3 e2 | e1 |]", got)
+	}
+}
+
+// testListFilters: each filter of the events listing, and their
+// combinations, over several sources and types, page by page: every event
+// that matches, newest first, none twice.
+func testListFilters(t *testing.T, h Harness) {
+	f := setup(t, h)
+	type ev struct{ source, id, typ string }
+	var all []ev
+	for i := range 30 {
+		e := ev{[]string{"std", "gh", "sg"}[i%3], fmt.Sprint("e", i), []string{"invoice.paid", "invoice.failed", "ping", "charge.x"}[i%4]}
+		r := f.receipt(e.source, e.id, fmt.Sprintf(`{"i":%d}`, i), e.source+"/app")
+		r.Events[0].Type = e.typ
+		f.mustRecord(r)
+		all = append(all, e)
+		f.clock.Add(time.Minute)
+	}
+	// e4 (gh) dead, e5 (sg) delivered, the rest pending.
+	f.finish("gh/app", "e4", hookwarden.Dead)
+	f.finish("sg/app", "e5", hookwarden.Delivered)
+	status := func(e ev) EventStatus {
+		switch e.id {
+		case "e4":
+			return StatusDead
+		case "e5":
+			return StatusDelivered
+		}
+		return StatusPending
+	}
+	since := f.clock.Now().Add(-12*time.Minute - 30*time.Second) // e18 on
+	for _, fl := range []EventFilter{
+		{Source: "std"}, {Type: "invoice.paid"}, {Type: "invoice.*"}, {Source: "gh", Type: "invoice.*"},
+		{Source: "sg", Type: "ping"}, {Status: StatusDead}, {Status: StatusPending, Source: "gh"},
+		{Status: StatusDelivered, Type: "invoice.*"}, {Since: since}, {Since: since, Source: "std", Type: "invoice.*"},
+		{Status: StatusPending, Since: since, Type: "ping"}, {Type: "nothing.*"}, {Source: "nobody"},
+	} {
+		var want []string
+		for i := len(all) - 1; i >= 0; i-- {
+			e := all[i]
+			p, isPrefix := strings.CutSuffix(fl.Type, "*")
+			switch {
+			case fl.Source != "" && e.source != fl.Source,
+				fl.Type != "" && !isPrefix && e.typ != fl.Type,
+				isPrefix && !strings.HasPrefix(e.typ, p),
+				fl.Status != "" && status(e) != fl.Status,
+				!fl.Since.IsZero() && i < 18:
+				continue
+			}
+			want = append(want, e.id)
+		}
+		for _, limit := range []int{2, 50} {
+			fl.Limit, fl.Cursor = limit, 0
+			var got []string
+			for pages := 0; ; pages++ {
+				items, next, err := f.s.ListEvents(f.ctx, fl)
+				if err != nil {
+					t.Fatalf("list %+v: %v", fl, err)
+				}
+				for _, it := range items {
+					got = append(got, it.EventID)
+				}
+				if next == 0 || pages > 40 {
+					break
+				}
+				fl.Cursor = next
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("list %+v by pages of %d: %v, want %v", EventFilter{Source: fl.Source, Type: fl.Type, Status: fl.Status,
+					Since: fl.Since}, limit, got, want)
+			}
+		}
 	}
 }

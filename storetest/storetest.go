@@ -49,6 +49,12 @@ type Harness struct {
 	// direct hand-over must then give its reserved slots back. Nil skips
 	// that subtest.
 	RefuseJobs func(t *testing.T, s Store) (restore func())
+	// FullCount counts by reading every row, not the counters, what Stats
+	// (its ages measured at now) and Hourly (hours with traffic, per
+	// source) must say: the suite compares them after each kind of write.
+	// A store that deletes rows keeps what they counted its own way (in
+	// pruned_totals, say), and FullCount adds that. Nil skips the subtest.
+	FullCount func(t *testing.T, s Store, now time.Time) (Stats, map[string][]HourCount)
 }
 
 // Run runs every check of the contract against stores opened by h.
@@ -91,7 +97,9 @@ func Run(t *testing.T, h Harness) {
 		{"Gaps/CleanRestart", testGapsClean},
 		{"Gaps/Silences", testSilences},
 		{"ListEvents", testListEvents},
+		{"ListEvents/Filters", testListFilters},
 		{"Stats", testStats},
+		{"Counters/Honest", testCountersHonest},
 		{"Inspect/ShowEvent", testShowEvent},
 		{"Inspect/ShowBatchElement", testShowBatchElement},
 		{"Inspect/ListDead", testListDead},

@@ -366,7 +366,10 @@ func (p *Pool) Waiting(destination string) {
 	}
 }
 
-var _ hookwarden.Waiter = (*Pool)(nil)
+var (
+	_ hookwarden.Waiter = (*Pool)(nil)
+	_ hookwarden.Waker  = (*Pool)(nil)
+)
 
 // Healthy returns nil while the pool is open and every destination's
 // dispatcher is turning, no attempt has outlived its lease and no

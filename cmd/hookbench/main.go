@@ -85,9 +85,11 @@ type options struct {
 	workDir     string
 	keep        bool
 	phases      map[string]bool
+
+	historyClaims, historyPayloads, historyReps int
 }
 
-var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "profile"}
+var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "history", "profile"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("hookbench", flag.ContinueOnError)
@@ -117,6 +119,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.profileE2E, "profile-e2e", false, "with -profile: profile the end-to-end load (deliveries on, until drained) instead of the ack-only one")
 	fs.StringVar(&o.workDir, "workdir", "", "where databases go (default: a new temporary directory, removed after)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	fs.IntVar(&o.historyClaims, "history-claims", 10_000_000, "claims of the history phase's store")
+	fs.IntVar(&o.historyPayloads, "history-payloads", 1_000_000, "of which the newest keep their payloads (receipt, delivered job)")
+	fs.IntVar(&o.historyReps, "history-reps", 5, "times each operator read is timed in the history phase (the median is reported)")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err}
@@ -124,7 +129,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.quick {
-		for name, v := range map[string]string{"duration": "3s", "e2e": "10s", "sustain": "10s", "redrive": "10000", "bodies": ""} {
+		for name, v := range map[string]string{"duration": "3s", "e2e": "10s", "sustain": "10s", "redrive": "10000", "bodies": "",
+			"history-claims": "200000", "history-payloads": "20000"} {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
 					return nil, err
@@ -141,6 +147,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.bodies, err = intList(bodies); err != nil {
 		return nil, usageError{fmt.Errorf("-bodies %q: %v", bodies, err)}
+	}
+	if o.historyClaims < 1 || o.historyPayloads < 0 || o.historyReps < 1 {
+		return nil, usageError{errors.New("want -history-claims >= 1, -history-payloads >= 0, -history-reps >= 1")}
 	}
 	if o.rounds < 1 || o.dup < 0 || o.dup >= 1 || o.body < 256 {
 		return nil, usageError{errors.New("want -rounds >= 1, 0 <= -dup < 1, -body >= 256")}
@@ -231,6 +240,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		{"postgres", b.postgresPhase},
 		{"sustain", b.sustained},
 		{"burst", b.burstPhase},
+		{"history", b.historyPhase},
 		{"profile", b.profilePhase},
 	}
 	var errs []error

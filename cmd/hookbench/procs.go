@@ -138,6 +138,7 @@ sources:
   - name: bench
     scheme: standard
     secrets: ["env:HOOKBENCH_SECRET"]
+    expect_within: 1h   # gaps then reads the silences (the history phase)
     destinations:
 %s`
 

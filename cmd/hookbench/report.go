@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -175,6 +176,7 @@ type report struct {
 	Burst             *burstReport   `json:"burst,omitempty"`
 	DB                *dbReport      `json:"database,omitempty"`
 	Postgres          *pgReport      `json:"postgres,omitempty"`
+	History           *historyReport `json:"history,omitempty"`
 	Profile           map[string]any `json:"profile,omitempty"`
 	Targets           []targetCheck  `json:"targets"`
 	Cells             []cell         `json:"cells"`
@@ -189,7 +191,8 @@ func newReport(o *options) *report {
 			"cell_duration": o.duration.String(), "warmup": o.warmup.String(), "dup_share": o.dup,
 			"body_bytes": o.body, "bodies": o.bodies, "e2e": o.e2e.String(), "sustain": o.sustain.String(),
 			"redrive": o.redrive, "burst": o.burst, "burst_conns": o.burstConns,
-			"delivery_concurrency": o.concurrency, "synchronous": "FULL"},
+			"delivery_concurrency": o.concurrency, "synchronous": "FULL",
+			"history_claims": o.historyClaims, "history_payloads": o.historyPayloads, "history_reps": o.historyReps},
 	}
 }
 
@@ -251,6 +254,30 @@ func (r *report) evaluate() {
 	if b := r.Burst; b != nil {
 		add(targetCheck{Name: fmt.Sprintf("peak RSS under a %d-event burst at %d conns, MiB", b.Events, b.Conns), Value: b.PeakRSSMiB,
 			Target: "< 150", Met: b.PeakRSSMiB > 0 && b.PeakRSSMiB < 150})
+	}
+	if h := r.History; h != nil && h.History != nil && h.Fresh != nil {
+		at := fmt.Sprintf(" at %d claims (%d with payloads)", h.Claims, h.Payloads)
+		add(targetCheck{Name: "acks/s at 64 conns, history store / fresh" + at, Value: h.AcksRatio, Target: ">= 0.9", Met: h.AcksRatio >= 0.9})
+		add(targetCheck{Name: "p99 ack latency at 64 conns, history store / fresh" + at, Value: h.P99Ratio, Target: "<= 1.2",
+			Met: h.P99Ratio > 0 && h.P99Ratio <= 1.2})
+		for _, name := range h.History.Order {
+			x := h.History.Reads[name]
+			t := targetCheck{Name: name + at + ", ms", Value: x.MedianMS, Target: "<= 50", Met: x.Error == "" && x.MedianMS <= 50}
+			if f := h.Fresh.Reads[name]; strings.HasPrefix(name, "prune") {
+				// A prune pass with nothing to do costs what it costs fresh.
+				t = targetCheck{Name: name + at + ", ms (fresh " + strconv.FormatFloat(f.MedianMS, 'f', 1, 64) + ")", Value: x.MedianMS,
+					Target: "<= 2 x fresh + 50", Met: x.Error == "" && x.MedianMS <= 2*f.MedianMS+50}
+			}
+			if x.Error != "" {
+				t.Note = x.Error
+			}
+			add(t)
+		}
+		if rs := h.Restart; rs != nil {
+			add(targetCheck{Name: "p99 of the first 10 s after a restart, file out of the page cache, ms", Value: rs.Cold.P99,
+				Target: "<= 1.2 x warm", Met: rs.Warm.P99 > 0 && rs.Cold.P99 <= 1.2*rs.Warm.P99,
+				Note: fmt.Sprintf("warm p99 %.1f ms, ready %.2fs", rs.Warm.P99, rs.ReadySeconds)})
+		}
 	}
 	if d := r.DB; d != nil && d.Events > 0 {
 		add(targetCheck{Name: "database bytes per accepted event over the body size", Value: round3(d.OverBody),

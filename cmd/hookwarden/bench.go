@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -68,5 +69,43 @@ func newServeProfiledCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cpuPath, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	cmd.Flags().StringVar(&memPath, "memprofile", "", "write a heap profile at stop to this file")
 	cmd.Flags().StringVar(&tracePath, "trace", "", "write an execution trace of the whole run to this file (large)")
+	return cmd
+}
+
+// newBenchHistoryCmd writes a synthetic history into a new database file,
+// for the benchmark harness's history phase (make bench). Hidden: a tool for
+// developers. The file is then served and measured like any other.
+func newBenchHistoryCmd(g *globals) *cobra.Command {
+	var claims, payloads, body int
+	cmd := &cobra.Command{
+		Use:    "bench-history",
+		Short:  "write a synthetic history of claims into a new --db file (for make bench)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.dbPath == "" || claims <= 0 || payloads < 0 {
+				return usageErrorf("bench-history: want --db FILE, --claims N > 0, --payloads M >= 0")
+			}
+			if _, err := os.Stat(g.dbPath); err == nil {
+				return fmt.Errorf("bench-history: %s exists: the history goes into a new file", g.dbPath)
+			}
+			start := time.Now()
+			last := start
+			err := fillHistory(cmd.Context(), g.dbPath, claims, payloads, body, func(done int) {
+				if time.Since(last) >= 10*time.Second || done == claims {
+					last = time.Now()
+					fmt.Fprintf(cmd.ErrOrStderr(), "bench-history: %d of %d claims, %.0fs\n", done, claims, time.Since(start).Seconds())
+				}
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%.3f\n", time.Since(start).Seconds())
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&claims, "claims", 10_000_000, "claims in all")
+	cmd.Flags().IntVar(&payloads, "payloads", 1_000_000, "the newest claims that keep their payloads")
+	cmd.Flags().IntVar(&body, "body", 1024, "body bytes of each kept payload")
 	return cmd
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // findChromium returns the headless browser to drive. On a developer's
@@ -54,13 +56,15 @@ func artifactDir(t *testing.T) string {
 
 // TestDashboardInBrowser drives the dashboard in headless Chromium on a
 // phone-sized screen, as an operator would: log in with the token, see the
-// dead letter, press Replay, and see the list empty once the event is
+// source's chart with the outage before this run shaded, see the dead
+// letter, press Replay, and see the list empty once the event is
 // delivered. Screenshots of both states are saved under .artifacts/.
 func TestDashboardInBrowser(t *testing.T) {
 	chromium := findChromium(t)
 	const token = "adm-browser-7Hq2Wv9Kx4Ld8Rs3"
 	app := newSink(t, 422) // the app refuses the first delivery, then takes it
 	db := filepath.Join(t.TempDir(), "hw.db")
+	crashedRun(t, db, time.Now().Add(-3*time.Hour), time.Now().Add(-2*time.Hour))
 	a := startAppYAML(t, fmt.Sprintf(`
 listen: "127.0.0.1:0"
 admin: { listen: "127.0.0.1:0", token: %q }
@@ -120,6 +124,23 @@ sources:
 	if err != nil {
 		t.Fatalf("log in and open the dashboard: %v", err)
 	}
+	// The chart: drawn, with this hour's bars and the outage shaded.
+	chart, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`(() => {
+		const svg = document.querySelector("#sources svg.chart");
+		if (!svg) return [0, 0, 0];
+		const box = svg.getBoundingClientRect();
+		return [Math.round(box.width), svg.querySelectorAll("rect.acc").length, svg.querySelectorAll("rect.outage").length];
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chart) != 3 || chart[0] < 200 || chart[1] < 1 || chart[2] != 1 {
+		t.Errorf("chart [width, accepted bars, outage windows] = %v, want drawn across the card, with bars and one outage", chart)
+	}
+	outage, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#sources svg.chart rect.outage title").textContent`))
+	if err != nil || !strings.Contains(outage, "Hookwarden down") || !strings.Contains(outage, "2h") {
+		t.Errorf("the outage's title is %q (%v), want the 2 h window", outage, err)
+	}
 	dead, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#dead")))
 	if err != nil {
 		t.Fatal(err)
@@ -177,4 +198,28 @@ sources:
 		t.Errorf("delivered jobs: %d, want 4 (the replayed one included)", n)
 	}
 	shot("dashboard.png")
+}
+
+// crashedRun records in a new file at db a serve run that started at start
+// and last beat at last, and never stopped: the next serve finds the
+// outage window from last to its own start.
+func crashedRun(t *testing.T, db string, start, last time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	at := start
+	st, err := sqlitestore.Open(ctx, db, sqlitestore.Options{Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := st.StartRun(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at = last
+	if err := st.Heartbeat(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -105,6 +105,7 @@ func newRootCmd(g *globals, args []string) *cobra.Command {
 		newSignCmd(g),
 		newVersionCmd(g),
 		newServeProfiledCmd(g), // hidden: make bench
+		newBenchHistoryCmd(g),  // hidden: make bench, the history phase
 	)
 	// cobra adds `completion` when it runs; add it now so that its argument
 	// checks are wrapped with the others.

@@ -471,6 +471,14 @@ func TestMigrateStoreRoundTrip(t *testing.T) {
 	}
 	r.Close()
 
+	// The counts the stores keep (counters, hourly) must come out equal:
+	// stats and the chart read them, not the rows.
+	code, sqliteStats, stderr := runBin(t, "stats", "--json", "--config", c.cfg)
+	if code != 0 {
+		t.Fatalf("stats on the SQLite file: exit %d\n%s", code, stderr)
+	}
+	sqliteHours := hourlySums(t, r2sqlite(t, live))
+
 	t.Setenv("HW_TEST_TO", withPW)
 	code, stdout, stderr = runBin(t, "migrate-store", "--config", c.cfg, "--to", "env:HW_TEST_TO")
 	if code != 0 || !strings.Contains(stdout, "counts verified") || strings.Contains(stdout+stderr, "hunter2") {
@@ -502,6 +510,12 @@ func TestMigrateStoreRoundTrip(t *testing.T) {
 		t.Fatalf("the manual pause did not move: %d rows", n)
 	}
 	pc := newChildOn(t, pgURLDB(url), dest, "warn")
+	if code, pgStats, stderr := runBin(t, "stats", "--json", "--config", pc.cfg); code != 0 || pgStats != sqliteStats {
+		t.Fatalf("stats after migrate-store: exit %d %s\n%s\nwant (SQLite):\n%s", code, stderr, pgStats, sqliteStats)
+	}
+	if got := pgCount(t, url, `SELECT COALESCE(sum(accepted) * 1000000 + sum(duplicates), 0) FROM hourly`); got != sqliteHours {
+		t.Fatalf("hourly after migrate-store: %d (accepted×10⁶ + duplicates), want %d", got, sqliteHours)
+	}
 	if code, stdout, stderr := runBin(t, "resume", "--config", pc.cfg, "std/app"); code != 0 {
 		t.Fatalf("resume on database.url: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -845,3 +859,77 @@ func shortTimeout(t *testing.T, c *child) {
 	}
 }
 
+// r2sqlite opens a SQLite file read-only for a test's own queries.
+func r2sqlite(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// hourlySums is a file's hourly counts in one number (accepted×10⁶ +
+// duplicates), to compare with another store's.
+func hourlySums(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(`SELECT COALESCE(sum(accepted) * 1000000 + sum(duplicates), 0) FROM hourly`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestServeListensOnPostgres: each serve on database.url holds one LISTEN
+// connection (named in pg_stat_activity) and says so in its log; a replay
+// from the CLI, which wakes no process itself, is delivered by them, and a
+// listener whose backend is terminated connects again. How soon is left to
+// pgstore's tests (the wake-up itself): here, that the binary wires it.
+func TestServeListensOnPostgres(t *testing.T) {
+	url := pgtest.Database(t)
+	d, dest := newDeliveries(t)
+	var logs [2]lockedBuffer
+	var cs [2]*child
+	for i := range cs {
+		cs[i] = newChildOn(t, pgURLDB(url), dest, "info")
+		cs[i].startLogged(&logs[i])
+	}
+	defer func() {
+		for _, c := range cs {
+			c.stop()
+		}
+	}()
+	for _, c := range cs {
+		c.ready()
+	}
+	listeners := func() int64 {
+		return pgCount(t, url, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hookwarden listener'
+			AND datname = current_database()`)
+	}
+	waitFor(t, "a listener per serve", func() bool { return listeners() == 2 })
+	for i := range logs {
+		if !strings.Contains(logs[i].String(), `"msg":"store: listening for due jobs"`) {
+			t.Fatalf("serve %d does not log its listener:\n%s", i, logs[i].String())
+		}
+	}
+	sendEvents(t, cs[0], "ln", 1)
+	waitFor(t, "the delivery", func() bool { return d.of("ln_0") == 1 })
+	if code, stdout, stderr := runBin(t, "replay", "--config", cs[0].cfg, "std", "ln_0"); code != 0 {
+		t.Fatalf("replay: exit %d\n%s%s", code, stdout, stderr)
+	}
+	waitFor(t, "the replay delivered", func() bool { return d.of("ln_0") == 2 })
+
+	if n := pgCount(t, url, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = 'hookwarden listener' AND datname = current_database()`); n != 2 {
+		t.Fatalf("terminated %d listeners, want 2", n)
+	}
+	waitFor(t, "both listeners back", func() bool {
+		return listeners() == 2 && strings.Count(logs[0].String()+logs[1].String(), `"msg":"store: listening for due jobs"`) == 4
+	})
+	for i := range logs {
+		if !strings.Contains(logs[i].String(), `"msg":"store: LISTEN connection lost, reconnecting (polling covers meanwhile)"`) {
+			t.Fatalf("serve %d does not log its listener's loss:\n%s", i, logs[i].String())
+		}
+	}
+}

@@ -400,3 +400,18 @@ func countLine(counts []storecopy.Count) string {
 	}
 	return string(b)
 }
+
+// fillHistory writes the benchmark's synthetic history into a new store at
+// path (make bench, the history phase): claims in all, payloads of them
+// kept whole, each payload body bytes.
+func fillHistory(ctx context.Context, path string, claims, payloads, body int, progress func(done int)) error {
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	if err != nil {
+		return err
+	}
+	err = st.FillHistory(ctx, sqlitestore.History{Claims: claims, Payloads: payloads, Source: "bench", Body: body}, progress)
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

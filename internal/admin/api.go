@@ -41,6 +41,7 @@ type Store interface {
 	Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
 	BackfillRuns(ctx context.Context, sources []string, since time.Time) ([]hookwarden.BackfillRun, error)
 	Stats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error)
+	Hourly(ctx context.Context, sources []string, since time.Time) (map[string][]hookwarden.HourCount, error)
 	ListQuarantine(ctx context.Context, f hookwarden.QuarantineFilter) ([]hookwarden.Held, int64, error)
 	FlowStore
 }
@@ -392,7 +393,29 @@ func (api *API) stats(w http.ResponseWriter, r *http.Request) {
 		api.fail(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, st)
+	names := make([]string, len(st.Sources))
+	for i, s := range st.Sources {
+		names[i] = s.Source
+	}
+	// The dashboard chart's series: every source's hours of the last 7
+	// days that had traffic, oldest first.
+	hourly, err := api.o.Store.Hourly(r.Context(), names, api.o.Now().Add(-ChartHours*time.Hour))
+	if err != nil {
+		api.fail(w, r, err)
+		return
+	}
+	for _, n := range names {
+		if hourly[n] == nil {
+			hourly[n] = []hookwarden.HourCount{}
+		}
+	}
+	WriteJSON(w, http.StatusOK, statsAnswer{Stats: st, Hourly: hourly})
+}
+
+// statsAnswer is GET /api/stats: Stats' fields, and hourly.
+type statsAnswer struct {
+	hookwarden.Stats
+	Hourly map[string][]hookwarden.HourCount `json:"hourly"`
 }
 
 func (api *API) quarantine(w http.ResponseWriter, r *http.Request) {

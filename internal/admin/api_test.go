@@ -255,12 +255,31 @@ func TestAPIGapsAndStats(t *testing.T) {
 	if code := f.call("GET", "/api/gaps?since=7d", testToken, "", &g); code != 200 || g.Outages == nil || g.Silences == nil {
 		t.Fatalf("gaps: %d %+v", code, g)
 	}
-	var st hookwarden.Stats
+	var st struct {
+		hookwarden.Stats
+		Hourly map[string][]hookwarden.HourCount `json:"hourly"`
+	}
 	if code := f.call("GET", "/api/stats", testToken, "", &st); code != 200 {
 		t.Fatalf("stats: %d", code)
 	}
 	if len(st.Sources) != 1 || st.Sources[0].Accepted != 5 || len(st.Destinations) != 1 ||
 		st.Destinations[0].Pending != 4 || st.Destinations[0].Dead != 1 {
 		t.Fatalf("stats: %+v", st)
+	}
+	// The five events were recorded this hour (or, across an hour's turn,
+	// the last one): the series says so.
+	hours := st.Hourly["std"]
+	if len(hours) == 0 || len(hours) > 2 {
+		t.Fatalf("hourly: %+v, want this hour's (and at most the last's)", st.Hourly)
+	}
+	n := 0
+	for _, h := range hours {
+		n += h.Accepted
+		if h.Hour.Minute() != 0 || time.Since(h.Hour) > 2*time.Hour {
+			t.Errorf("hourly hour %v, want a recent whole hour", h.Hour)
+		}
+	}
+	if n != 5 {
+		t.Errorf("hourly accepted %d, want 5: %+v", n, hours)
 	}
 }

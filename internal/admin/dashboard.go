@@ -58,6 +58,7 @@ type DashboardStore interface {
 	OutboxStats(ctx context.Context, destinations []string) ([]hookwarden.OutboxStat, error)
 	LastAccepted(ctx context.Context, sources []string) (map[string]time.Time, error)
 	RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]hookwarden.WindowCounts, error)
+	Hourly(ctx context.Context, sources []string, since time.Time) (map[string][]hookwarden.HourCount, error)
 	ListDead(ctx context.Context, f hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error)
 	ListEvents(ctx context.Context, f hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error)
 	Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
@@ -446,6 +447,7 @@ type dashSourceRow struct {
 	RejectedDay    int
 	Unavailable    int // 503 in the last day
 	MarginNegative bool
+	Chart          dashChart
 }
 
 type dashDestRow struct {
@@ -506,9 +508,31 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		problem("recent counts", err)
 	}
+	// The chart spans 7 days; the outages and silences listed span at
+	// least that, so that every shaded window is also listed.
+	chartFrom := now.Add(-ChartHours * time.Hour)
+	hourly, err := d.o.Store.Hourly(ctx, names, chartFrom)
+	if err != nil {
+		problem("hourly counts", err)
+	}
+	policies := make([]hookwarden.SourcePolicy, len(sources))
+	for i, s := range sources {
+		policies[i] = hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon, ExpectWithin: s.ExpectWithin,
+			Backfill: s.Backfill}
+	}
+	data.CanBackfill = d.o.Backfill != nil
+	if data.GapsWindow < ChartHours*time.Hour {
+		data.GapsWindow = ChartHours * time.Hour
+	}
+	if data.Gaps, err = hookwarden.GapsWithRecovery(ctx, d.o.Store, hookwarden.GapOptions{Since: now.Add(-data.GapsWindow),
+		Stale: d.o.Stale, MinClean: d.o.MinClean, Sources: policies}); err != nil {
+		problem("outage windows", err)
+	}
+
 	for _, s := range sources {
 		row := dashSourceRow{DashboardSource: s, LastAccepted: last[s.Name], MarginNegative: s.RetentionMargin < 0}
 		row.Hour, row.Day = counts[s.Name][0], counts[s.Name][1]
+		row.Chart = buildChart(s.Name, hourly[s.Name], data.Gaps, now)
 		if d.o.Refused != nil {
 			row.RejectedHour, _ = d.o.Refused(s.Name, time.Hour)
 			row.RejectedDay, row.Unavailable = d.o.Refused(s.Name, 24*time.Hour)
@@ -547,17 +571,6 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 	if data.Quarantined, _, err = d.o.Store.ListEvents(ctx, hookwarden.EventFilter{
 		Status: hookwarden.StatusQuarantined, Limit: 20}); err != nil {
 		problem("quarantined", err)
-	}
-
-	policies := make([]hookwarden.SourcePolicy, len(sources))
-	for i, s := range sources {
-		policies[i] = hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon, ExpectWithin: s.ExpectWithin,
-			Backfill: s.Backfill}
-	}
-	data.CanBackfill = d.o.Backfill != nil
-	if data.Gaps, err = hookwarden.GapsWithRecovery(ctx, d.o.Store, hookwarden.GapOptions{Since: now.Add(-d.o.GapsWindow),
-		Stale: d.o.Stale, MinClean: d.o.MinClean, Sources: policies}); err != nil {
-		problem("outage windows", err)
 	}
 
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

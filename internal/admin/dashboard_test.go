@@ -24,6 +24,7 @@ type fakeDashStore struct {
 	outbox func(ctx context.Context, dests []string) ([]hookwarden.OutboxStat, error)
 	dead   func(ctx context.Context, f hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error)
 	events func(ctx context.Context, f hookwarden.EventFilter) ([]hookwarden.EventSummary, int64, error)
+	hourly func(sources []string, since time.Time) map[string][]hookwarden.HourCount
 	gaps   func(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error)
 	replay func(ctx context.Context, sel hookwarden.ReplaySelector, opt hookwarden.ReplayOptions) (hookwarden.ReplayResult, error)
 }
@@ -39,6 +40,13 @@ func (f *fakeDashStore) OutboxStats(ctx context.Context, dests []string) ([]hook
 
 func (f *fakeDashStore) LastAccepted(context.Context, []string) (map[string]time.Time, error) {
 	return map[string]time.Time{}, nil
+}
+
+func (f *fakeDashStore) Hourly(_ context.Context, sources []string, since time.Time) (map[string][]hookwarden.HourCount, error) {
+	if f.hourly == nil {
+		return map[string][]hookwarden.HourCount{}, nil
+	}
+	return f.hourly(sources, since), nil
 }
 
 func (f *fakeDashStore) RecentCounts(context.Context, []string, time.Time, time.Time) (map[string][2]hookwarden.WindowCounts, error) {
@@ -372,5 +380,68 @@ func TestDashboardBackfillButton(t *testing.T) {
 	}
 	if _, page := f.get("/?backfill=7"); !strings.Contains(page, "Backfill run 7 started") {
 		t.Error("no word of the started run")
+	}
+}
+
+// TestDashboardChart: each source gets an inline SVG of its last 7 days,
+// drawn on the server: a bar per hour with traffic (accepted, and
+// duplicates beside it), the outage windows and the source's silences
+// shaded, hours outside the span left out, and no script; the page's
+// Content-Security-Policy is the one without script.
+func TestDashboardChart(t *testing.T) {
+	f := setupDashboard(t, "")
+	now := time.Now().UTC()
+	this := now.Truncate(time.Hour)
+	var asked time.Time
+	f.store.hourly = func(sources []string, since time.Time) map[string][]hookwarden.HourCount {
+		asked = since
+		return map[string][]hookwarden.HourCount{"stripe": {
+			{Hour: this.Add(-9 * 24 * time.Hour), Accepted: 1000}, // outside the span: not drawn
+			{Hour: this.Add(-30 * time.Hour), Accepted: 40, Duplicates: 4},
+			{Hour: this.Add(-2 * time.Hour), Accepted: 3},
+			{Hour: this, Accepted: 10, Duplicates: 1},
+		}}
+	}
+	f.store.gaps = func(context.Context, hookwarden.GapOptions) (hookwarden.GapReport, error) {
+		return hookwarden.GapReport{
+			Outages: []hookwarden.Outage{{Kind: "outage", Start: now.Add(-20 * time.Hour), End: now.Add(-18 * time.Hour), Length: 2 * time.Hour, Crash: true}},
+			Silences: []hookwarden.Silence{
+				{Source: "stripe", Start: now.Add(-10 * time.Hour), End: now.Add(-5 * time.Hour), Length: 5 * time.Hour},
+				{Source: "github", Start: now.Add(-10 * time.Hour), Length: 10 * time.Hour, Open: true}, // another source's
+			}}, nil
+	}
+	resp, err := http.Get(f.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script") {
+		t.Errorf("Content-Security-Policy %q, want the one without script", csp)
+	}
+	if d := now.Sub(asked); d < 7*24*time.Hour-time.Minute || d > 7*24*time.Hour+time.Minute {
+		t.Errorf("hourly asked since %v before now, want 7 days", d)
+	}
+	for _, want := range []string{
+		`<svg class="chart" viewBox="0 0 336 62"`,
+		`class="acc"`, `class="dup"`,
+		": 40 accepted</title>", ": 4 duplicates</title>", ": 10 accepted</title>",
+		`<rect class="outage"`, "Hookwarden down",
+		`<rect class="silence"`, "stripe silent",
+		"53 accepted, 5 duplicates; 2 outage or silence window(s) shaded",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	chart := page[strings.Index(page, "<svg"):strings.Index(page, "</svg>")]
+	for _, bad := range []string{"1000 accepted", "github silent", "<script"} {
+		if strings.Contains(chart, bad) {
+			t.Errorf("the chart has %q", bad)
+		}
+	}
+	if n := strings.Count(page, `class="acc"`); n != 3 {
+		t.Errorf("%d accepted bars, want 3 (one per hour with traffic in the span)", n)
 	}
 }

@@ -15,9 +15,9 @@ import (
 func PostgresSource(tx pgx.Tx) Source { return pgSide{tx} }
 
 // PostgresDestination writes a PostgreSQL store in tx. Rows go in with
-// COPY; the user triggers of the tables written are off during the copy
-// (the rows copied already carry what triggers would add) and the identity
-// sequences are moved past the copied ids at the end.
+// COPY, with the tables' triggers on (they keep the store's counts of the
+// rows written: derived.go), and the identity sequences are moved past the
+// copied ids at the end.
 func PostgresDestination(tx pgx.Tx) Destination { return pgSide{tx} }
 
 type pgSide struct{ tx pgx.Tx }
@@ -92,9 +92,6 @@ func (p pgSide) Query(ctx context.Context, q string, args ...any) (Rows, error) 
 func (pgSide) TimeArg(t time.Time) any { return t.UTC() }
 
 func (p pgSide) Empty(ctx context.Context, table string) error {
-	if _, err := p.tx.Exec(ctx, "ALTER TABLE "+quote(table)+" DISABLE TRIGGER USER"); err != nil {
-		return err
-	}
 	_, err := p.tx.Exec(ctx, "DELETE FROM "+quote(table))
 	return err
 }
@@ -118,13 +115,10 @@ func (p pgSide) Count(ctx context.Context, table string) (int64, error) {
 	return n, err
 }
 
-// Finish turns the triggers back on and moves each identity's sequence
-// past the highest id copied, so that the next insert does not collide.
+// Finish moves each identity's sequence past the highest id copied, so
+// that the next insert does not collide.
 func (p pgSide) Finish(ctx context.Context, tables []Table) error {
 	for _, t := range tables {
-		if _, err := p.tx.Exec(ctx, "ALTER TABLE "+quote(t.Name)+" ENABLE TRIGGER USER"); err != nil {
-			return fmt.Errorf("enable the triggers of %s: %w", t.Name, err)
-		}
 		for _, c := range t.Columns {
 			if !c.Identity {
 				continue

@@ -14,6 +14,8 @@
 //   - Each table's rows are counted in the source (in the snapshot) and in
 //     the destination after the copy, and must be equal.
 //   - Memory is bounded: rows stream from source to destination.
+//   - The counts the stores keep (derived.go) are the destination's own,
+//     kept by its triggers as the rows go in.
 //
 // The two schemas are kept the same tables and columns where they mean the
 // same (sqlitestore/migrations, pgstore/migrations); values are converted
@@ -156,7 +158,7 @@ func Copy(ctx context.Context, src Source, dst Destination, opt Options) ([]Coun
 	}
 	var tables []Table
 	for name, t := range from {
-		if skip[name] {
+		if skip[name] || derived[name] {
 			continue
 		}
 		if _, ok := to[name]; !ok {
@@ -189,6 +191,15 @@ func Copy(ctx context.Context, src Source, dst Destination, opt Options) ([]Coun
 			return counts, fmt.Errorf("copy %s: %w", t.Name, err)
 		}
 		counts = append(counts, Count{t.Name, n})
+	}
+	if _, ok := from["hourly"]; ok && opt.Since.IsZero() && !skip["hourly"] {
+		if t, ok := to["hourly"]; ok {
+			n, err := copyHourly(ctx, src, dst, t)
+			if err != nil {
+				return counts, fmt.Errorf("copy hourly: %w", err)
+			}
+			counts = append(counts, Count{"hourly", n})
+		}
 	}
 	var written []Table
 	for _, t := range tables {

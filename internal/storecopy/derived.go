@@ -1,0 +1,80 @@
+package storecopy
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Derived tables are counts the stores keep with triggers as rows are
+// written (counters and hourly: SQLite's schema 12, PostgreSQL's 6). They
+// are not copied row by row: their encodings differ (PostgreSQL spreads a
+// count over shard rows; an hour is text on SQLite, timestamptz on
+// PostgreSQL), and the destination's triggers count the rows as the copy
+// writes them, so counters come out equal to a full count of what was
+// copied. hourly also remembers what retention removed since (a pruned
+// duplicate's receipt is gone, its hour still counts it): a whole copy
+// carries the source's hours over, summed per source and hour; a copy
+// --since keeps what its own rows counted.
+var derived = map[string]bool{"counters": true, "hourly": true}
+
+// hourText is how SQLite's hourly keys an hour.
+const hourText = "2006-01-02T15"
+
+// copyHourly replaces the destination's hourly with the source's.
+func copyHourly(ctx context.Context, src Source, dst Destination, to Table) (int64, error) {
+	rows, err := src.Query(ctx, `SELECT source, hour, sum(accepted), sum(duplicates), min(first_ref)
+		FROM hourly GROUP BY source, hour ORDER BY source, hour`)
+	if err != nil {
+		return 0, fmt.Errorf("read: %w", err)
+	}
+	defer rows.Close()
+	if err := dst.Empty(ctx, "hourly"); err != nil {
+		return 0, fmt.Errorf("empty: %w", err)
+	}
+	var cols []Column
+	for _, name := range []string{"source", "hour", "accepted", "duplicates", "first_ref", "shard"} {
+		if c, ok := to.column(name); ok {
+			cols = append(cols, c)
+		} else if name != "shard" {
+			return 0, fmt.Errorf("the destination's hourly has no column %s", name)
+		}
+	}
+	next := func() ([]any, bool, error) {
+		if !rows.Next() {
+			return nil, false, rows.Err()
+		}
+		vs, err := rows.Values()
+		if err != nil {
+			return nil, false, err
+		}
+		hour, err := hourOf(vs[1])
+		if err != nil {
+			return nil, false, err
+		}
+		out := []any{vs[0], hour, vs[2], vs[3], vs[4]}
+		if cols[1].Kind != Time {
+			out[1] = hour.Format(hourText)
+		}
+		if len(cols) == 6 {
+			out = append(out, int16(0)) // one shard holds the sum
+		}
+		return out, true, nil
+	}
+	return dst.Insert(ctx, to, cols, next)
+}
+
+// hourOf reads an hour as either store keys it.
+func hourOf(v any) (time.Time, error) {
+	switch h := v.(type) {
+	case time.Time:
+		return h.UTC().Truncate(time.Hour), nil
+	case string:
+		t, err := time.Parse(hourText, h)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("hour %q: %w", h, err)
+		}
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("hour %v (%T): not a time", v, v)
+}

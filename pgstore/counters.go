@@ -1,0 +1,197 @@
+package pgstore
+
+// Counts read from the counters and hourly tables, which triggers keep in
+// the same transaction as the rows they count (migrations/0006_counters.sql),
+// each count spread over a few shard rows that a read sums: the cost of a
+// read follows the number of sources and destinations, not the history.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// counterStats is what Stats answers: per source and destination, the
+// counters plus pruned_totals (what retention removed), the last request
+// (one seek on receipts_source_time, and the held requests) and the oldest
+// pending job (one seek on jobs_pending_age), on the store's clock. The
+// names given come first, then the others in name order.
+func (s *Store) counterStats(ctx context.Context, sources, destinations []string) (hookwarden.Stats, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var st hookwarden.Stats
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT COALESCE($1::timestamptz, now())`, s.now()).Scan(&now); err != nil {
+			return err
+		}
+		st = hookwarden.Stats{At: now.UTC()}
+		srcIdx, dstIdx := map[string]int{}, map[string]int{}
+		src := func(name string) *hookwarden.SourceStats {
+			i, ok := srcIdx[name]
+			if !ok {
+				i = len(st.Sources)
+				srcIdx[name] = i
+				st.Sources = append(st.Sources, hookwarden.SourceStats{Source: name})
+			}
+			return &st.Sources[i]
+		}
+		dst := func(name string) *hookwarden.OutboxStat {
+			i, ok := dstIdx[name]
+			if !ok {
+				i = len(st.Destinations)
+				dstIdx[name] = i
+				st.Destinations = append(st.Destinations, hookwarden.OutboxStat{Destination: name})
+			}
+			return &st.Destinations[i]
+		}
+		for _, n := range sources {
+			src(n)
+		}
+		for _, n := range destinations {
+			dst(n)
+		}
+		rows, err := tx.Query(ctx, `
+SELECT name, kind, n, NULL::timestamptz FROM (SELECT name, kind, sum(n)::bigint AS n FROM counters GROUP BY name, kind) c WHERE n <> 0
+UNION ALL SELECT name, 'pruned-' || kind, n, at FROM pruned_totals
+ORDER BY 1`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name, kind string
+			var n int
+			var at *time.Time
+			if err := rows.Scan(&name, &kind, &n, &at); err != nil {
+				return err
+			}
+			switch kind {
+			case "pending":
+				dst(name).Pending += n
+				continue
+			case "delivered", "pruned-delivered":
+				dst(name).Delivered += n
+				continue
+			case "dead":
+				dst(name).Dead += n
+				continue
+			}
+			ss := src(name)
+			switch kind {
+			case "accepted", "pruned-accepted":
+				ss.Accepted += n
+			case "duplicate", "pruned-duplicate":
+				ss.Duplicates += n
+			case "divergent", "pruned-divergent":
+				ss.Duplicates += n
+				ss.Divergent += n
+			case "quarantined", "pruned-quarantined":
+				ss.Quarantined += n
+			case "pruned-last_received":
+				if at != nil && at.After(ss.LastReceivedAt) {
+					ss.LastReceivedAt = at.UTC()
+				}
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range st.Sources {
+			ss := &st.Sources[i]
+			var last *time.Time
+			if err := tx.QueryRow(ctx, `SELECT GREATEST(
+	(SELECT max(received_at) FROM receipts WHERE source = $1),
+	(SELECT max(last_at) FROM quarantine WHERE source = $1))`, ss.Source).Scan(&last); err != nil {
+				return fmt.Errorf("of %s: %w", ss.Source, err)
+			}
+			if last != nil && last.After(ss.LastReceivedAt) {
+				ss.LastReceivedAt = last.UTC()
+			}
+		}
+		for i := range st.Destinations {
+			ds := &st.Destinations[i]
+			if ds.Pending == 0 {
+				continue
+			}
+			oldest, err := oldestPending(ctx, tx, ds.Destination)
+			if err != nil {
+				return fmt.Errorf("of %s: %w", ds.Destination, err)
+			}
+			if oldest != nil {
+				ds.OldestPendingAge = max(now.Sub(*oldest), 0)
+				ds.OldestPendingSeconds = ds.OldestPendingAge.Seconds()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	return st, nil
+}
+
+// oldestPending is when the destination's oldest pending job was created or
+// last replayed (nil: none): one seek on jobs_pending_age.
+func oldestPending(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, dest string) (*time.Time, error) {
+	var oldest *time.Time
+	err := q.QueryRow(ctx, `SELECT min(COALESCE(replayed_at, created_at)) FROM jobs
+	WHERE state = 'pending' AND destination = $1`, dest).Scan(&oldest)
+	return oldest, err
+}
+
+// Hourly lists each source's hours from since's on, oldest first, summing
+// the hour's shard rows.
+func (s *Store) Hourly(ctx context.Context, sources []string, since time.Time) (map[string][]hookwarden.HourCount, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out := make(map[string][]hookwarden.HourCount, len(sources))
+	rows, err := s.pool.Query(ctx, `
+SELECT source, hour, sum(accepted)::bigint, sum(duplicates)::bigint FROM hourly
+WHERE source = ANY($1) AND hour >= date_trunc('hour', $2::timestamptz, 'UTC')
+GROUP BY source, hour HAVING sum(accepted) <> 0 OR sum(duplicates) <> 0 ORDER BY source, hour`, sources, since.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("hourly counts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var src string
+		var c hookwarden.HourCount
+		if err := rows.Scan(&src, &c.Hour, &c.Accepted, &c.Duplicates); err != nil {
+			return nil, fmt.Errorf("hourly counts: %w", err)
+		}
+		c.Hour = c.Hour.UTC()
+		out[src] = append(out[src], c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("hourly counts: %w", err)
+	}
+	for _, src := range sources {
+		if _, ok := out[src]; !ok {
+			out[src] = nil
+		}
+	}
+	return out, nil
+}
+
+// pruneHourly deletes the hourly counts of the hours before the claims
+// cutoff's, as sqlitestore does: they go with the claims they tell of.
+func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
+	if opt.DryRun {
+		return nil
+	}
+	err := s.pruneWrite(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM hourly WHERE hour < date_trunc('hour', $1::timestamptz, 'UTC')`, res.ClaimCutoff)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("prune hourly counts: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// fullCount counts what Stats and Hourly must say by reading every row,
+// not the counters: live rows grouped, plus what retention folded into
+// pruned_totals. The conformance suite's FullCount.
+func fullCount(t *testing.T, s *Store, now time.Time) (hookwarden.Stats, map[string][]hookwarden.HourCount) {
+	t.Helper()
+	ctx := context.Background()
+	out := hookwarden.Stats{At: now}
+	src := map[string]*hookwarden.SourceStats{}
+	rows, err := s.pool.Query(ctx, `
+SELECT source, 'events', count(*), NULL::timestamptz FROM events GROUP BY source
+UNION ALL SELECT source, kind, count(*), max(received_at) FROM receipts GROUP BY source, kind
+UNION ALL SELECT r.source, 'batch-' || re.kind, count(*), NULL
+	FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id WHERE re.kind <> 'accepted' GROUP BY r.source, re.kind
+UNION ALL SELECT source, 'quarantine', sum(count), max(last_at) FROM quarantine GROUP BY source
+UNION ALL SELECT name, 'pruned-' || kind, n, CASE WHEN kind = 'last_received' THEN at END FROM pruned_totals WHERE kind <> 'delivered'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, kind string
+		var n int
+		var last *time.Time
+		if err := rows.Scan(&name, &kind, &n, &last); err != nil {
+			t.Fatal(err)
+		}
+		if src[name] == nil {
+			src[name] = &hookwarden.SourceStats{Source: name}
+		}
+		ss := src[name]
+		switch kind {
+		case "events", "pruned-accepted":
+			ss.Accepted += n
+		case "duplicate", "batch-duplicate", "pruned-duplicate":
+			ss.Duplicates += n
+		case "divergent", "batch-divergent", "pruned-divergent":
+			ss.Duplicates += n
+			ss.Divergent += n
+		case "quarantine", "pruned-quarantined":
+			ss.Quarantined += n
+		}
+		if last != nil && last.After(ss.LastReceivedAt) {
+			ss.LastReceivedAt = last.UTC()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ss := range src {
+		out.Sources = append(out.Sources, *ss)
+	}
+	rows, err = s.pool.Query(ctx, `
+SELECT destination, sum(p)::bigint, sum(d)::bigint, sum(x)::bigint, min(o) FROM (
+	SELECT destination, (state = 'pending')::int AS p, (state = 'delivered')::int AS d, (state = 'dead')::int AS x,
+		CASE WHEN state = 'pending' THEN COALESCE(replayed_at, created_at) END AS o FROM jobs
+	UNION ALL SELECT name, 0, n, 0, NULL FROM pruned_totals WHERE kind = 'delivered') j
+GROUP BY destination`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var d hookwarden.OutboxStat
+		var oldest *time.Time
+		if err := rows.Scan(&d.Destination, &d.Pending, &d.Delivered, &d.Dead, &oldest); err != nil {
+			t.Fatal(err)
+		}
+		if oldest != nil {
+			d.OldestPendingAge = max(now.Sub(*oldest), 0)
+			d.OldestPendingSeconds = d.OldestPendingAge.Seconds()
+		}
+		out.Destinations = append(out.Destinations, d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	hours := map[string][]hookwarden.HourCount{}
+	rows, err = s.pool.Query(ctx, `
+SELECT source, hour, sum(a)::bigint, sum(d)::bigint FROM (
+	SELECT source, date_trunc('hour', claimed_at, 'UTC') AS hour, 1 AS a, 0 AS d FROM events
+	UNION ALL SELECT source, date_trunc('hour', received_at, 'UTC'), 0, 1 FROM receipts WHERE kind IN ('duplicate', 'divergent')
+	UNION ALL SELECT r.source, date_trunc('hour', r.received_at, 'UTC'), 0, 1 FROM receipt_events re JOIN receipts r ON r.id = re.receipt_id
+		WHERE re.kind IN ('duplicate', 'divergent')) h
+GROUP BY source, hour ORDER BY source, hour`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var c hookwarden.HourCount
+		if err := rows.Scan(&name, &c.Hour, &c.Accepted, &c.Duplicates); err != nil {
+			t.Fatal(err)
+		}
+		c.Hour = c.Hour.UTC()
+		hours[name] = append(hours[name], c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out, hours
+}
+
+// countsText renders stats and hours in name order, without the reading's
+// time and without names that count nothing.
+func countsText(st hookwarden.Stats, hours map[string][]hookwarden.HourCount) string {
+	var lines []string
+	for _, s := range st.Sources {
+		if s != (hookwarden.SourceStats{Source: s.Source}) {
+			lines = append(lines, fmt.Sprintf("source %s: %d %d %d %d %s", s.Source, s.Accepted, s.Duplicates, s.Divergent,
+				s.Quarantined, s.LastReceivedAt.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+	for _, d := range st.Destinations {
+		if d.Pending+d.Delivered+d.Dead > 0 {
+			lines = append(lines, fmt.Sprintf("destination %s: %d %d %d %.0fs", d.Destination, d.Pending, d.Delivered, d.Dead, d.OldestPendingSeconds))
+		}
+	}
+	for src, hs := range hours {
+		for _, h := range hs {
+			lines = append(lines, fmt.Sprintf("hour %s %s: %d %d", src, h.Hour.Format(time.RFC3339), h.Accepted, h.Duplicates))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// TestCountersFollowRows: after each write pgstore has (record, duplicate,
+// divergent copy, batch, held request, body replay, deliver, retry,
+// dead-letter, 32 concurrent records over several connections) and after
+// deletes in the order retention makes them, the counters (summed over
+// their shards) equal a full count of the rows.
+func TestCountersFollowRows(t *testing.T) {
+	q := setupQueue(t)
+	var hoursBefore string
+	check := func(step string, deleted bool) {
+		t.Helper()
+		now := q.clock.Now()
+		st, err := q.s.counterStats(q.ctx, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hours, err := q.s.Hourly(q.ctx, []string{"std", "sg", "gh", "many"}, t0.Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, fullHours := fullCount(t, q.s, now)
+		if deleted {
+			// Hourly counts what was recorded: deletes do not move it.
+			if got := countsText(hookwarden.Stats{}, hours); got != hoursBefore {
+				t.Errorf("after %s: hourly moved:\n%s\nwant\n%s", step, got, hoursBefore)
+			}
+			hours, fullHours = nil, nil
+		}
+		if got, want := countsText(st, hours), countsText(full, fullHours); got != want {
+			t.Errorf("after %s: counters\n%s\nwant the full count\n%s", step, got, want)
+		}
+		if !deleted {
+			hoursBefore = countsText(hookwarden.Stats{}, hours)
+		}
+	}
+	check("nothing", false)
+	q.add("std", "A", `{"a":1}`, "std/a", "std/b")
+	check("record", false)
+	q.record(withTime(receipt("std", "A", `{"a":1}`, "std/a"), q.clock.Now()))
+	q.record(withTime(receipt("std", "A", `{"a":2}`, "std/a"), q.clock.Now()))
+	check("duplicates", false)
+	q.clock.Add(time.Hour)
+	q.record(withTime(batch(element("s1"), element("s2"), element("s1")), q.clock.Now()))
+	q.record(withTime(batch(element("s2"), element("s3")), q.clock.Now()))
+	check("batches", false)
+	q.record(withTime(receipt("std", "", `{"no":"id"}`), q.clock.Now()))
+	q.record(withTime(receipt("std", "", `{"no":"id"}`), q.clock.Now()))
+	q.record(withTime(keyed("d-1", `{"ping":1}`), q.clock.Now()))
+	q.record(withTime(keyed("d-2", `{"ping":1}`), q.clock.Now()))
+	check("quarantine", false)
+	q.clock.Add(2 * time.Hour)
+	q.add("std", "B", `{"b":1}`, "std/a")
+	for _, j := range q.lease("std/a", 10, time.Minute) {
+		v := hookwarden.Retry
+		switch j.EventID {
+		case "A":
+			v = hookwarden.Delivered
+		case "B":
+			v = hookwarden.Dead
+		}
+		q.finish(q.attempt(j, v))
+	}
+	check("deliver, retry, dead-letter", false)
+	var rs []*hookwarden.Receipt
+	for i := range 32 {
+		rs = append(rs, withTime(receipt("many", fmt.Sprint("m", i%24), fmt.Sprintf(`{"m":%d}`, i%24), "many/app"), q.clock.Now()))
+	}
+	q.recordAll(rs)
+	check("32 concurrent records", false)
+	var shards int
+	if err := q.s.pool.QueryRow(q.ctx, `SELECT count(DISTINCT shard) FROM counters WHERE name = 'many'`).Scan(&shards); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the counts of 32 concurrent records went to %d shard rows", shards)
+
+	// Deletes as retention makes them, children first.
+	for _, del := range []string{
+		`DELETE FROM attempts WHERE job_id IN (SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_ref WHERE e.source IN ('std', 'sg'))`,
+		`DELETE FROM jobs WHERE event_ref IN (SELECT id FROM events WHERE source = 'sg' OR event_id = 'A')`,
+		`DELETE FROM receipt_events WHERE event_ref IN (SELECT id FROM events WHERE source = 'sg')`,
+		`DELETE FROM receipts WHERE event_ref IN (SELECT id FROM events WHERE source = 'sg' OR event_id = 'A')`,
+		`DELETE FROM receipts WHERE kind = 'batch' AND NOT EXISTS (SELECT 1 FROM receipt_events WHERE receipt_id = receipts.id)`,
+		`DELETE FROM events WHERE source = 'sg' OR event_id = 'A'`,
+		`UPDATE quarantine SET count = count + 3`,
+		`DELETE FROM quarantine WHERE kind = 'body_replayed'`,
+	} {
+		if _, err := q.s.pool.Exec(q.ctx, del); err != nil {
+			t.Fatalf("%s: %v", del, err)
+		}
+		check(del, true)
+	}
+}
+
+func withTime(r *hookwarden.Receipt, at time.Time) *hookwarden.Receipt {
+	r.ReceivedAt = at
+	return r
+}

@@ -1,0 +1,308 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// TestMigration12CountsExistingRows: a file written before schema 12 (rows of
+// every kind: events, duplicates, divergent copies, batches, held requests,
+// delivered, dead and pending jobs, a folded event) gets counters equal to
+// what Stats, Hourly and RecentCounts read from its rows, and they keep
+// counting after the upgrade.
+func TestMigration12CountsExistingRows(t *testing.T) {
+	c := newTestClock()
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	s, err := Open(ctx, path, Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &ops{t: t, s: s, clock: c, ctx: ctx}
+	o.record("stripe", "evt_old", `{"old":1}`, "stripe/app")
+	o.finish("stripe/app", "evt_old", hookwarden.Delivered)
+	c.Add(40 * 24 * time.Hour)
+	if _, err := s.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 30 * 24 * time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	o.record("stripe", "evt_old", `{"old":1}`, "stripe/app") // a copy of a folded event
+	for i := range 5 {
+		o.record("stripe", fmt.Sprint("evt_", i), fmt.Sprintf(`{"i":%d}`, i), "stripe/app", "stripe/audit")
+		c.Add(25 * time.Minute)
+	}
+	o.record("stripe", "evt_1", `{"i":1}`, "stripe/app")
+	o.record("stripe", "evt_2", `{"i":"two"}`, "stripe/app")
+	o.recordBatch("sendgrid", "sendgrid/app", "sg1", "sg2", "sg1")
+	o.recordBatch("sendgrid", "sendgrid/app", "sg2")
+	o.record("stripe", "", `{"no":"id"}`)
+	o.record("stripe", "", `{"no":"id"}`)
+	o.finish("stripe/app", "evt_0", hookwarden.Delivered)
+	o.finish("stripe/app", "evt_1", hookwarden.Dead)
+	o.finish("stripe/audit", "evt_2", hookwarden.Delivered)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Back to schema 11: the rows as a schema 11 file holds them.
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DROP TRIGGER count_event_insert`, `DROP TRIGGER count_event_delete`,
+		`DROP TRIGGER count_receipt_insert`, `DROP TRIGGER count_receipt_delete`,
+		`DROP TRIGGER count_link_insert`, `DROP TRIGGER count_link_delete`,
+		`DROP TRIGGER count_quarantine_insert`, `DROP TRIGGER count_quarantine_update`, `DROP TRIGGER count_quarantine_delete`,
+		`DROP TRIGGER count_job_insert`, `DROP TRIGGER count_job_state`, `DROP TRIGGER count_job_delete`,
+		`DROP TABLE counters`, `DROP TABLE hourly`, `DROP INDEX events_source_type`, `PRAGMA user_version = 11`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+
+	s, err = Open(ctx, path, Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	o.s = s
+	check := func(when string) {
+		t.Helper()
+		st, err := s.Stats(ctx, []string{"stripe", "sendgrid"}, []string{"stripe/app", "stripe/audit", "sendgrid/app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]hookwarden.SourceStats{
+			// evt_old, evt_0..4; copies: evt_old's, evt_1's, evt_2's (divergent).
+			"stripe": {Source: "stripe", Accepted: 6, Duplicates: 3, Divergent: 1, Quarantined: 2},
+			// sg1, sg2; copies: sg2 in the second batch (a repeat inside
+			// one batch is linked once).
+			"sendgrid": {Source: "sendgrid", Accepted: 2, Duplicates: 1},
+		}
+		for _, ss := range st.Sources {
+			w := want[ss.Source]
+			ss.LastReceivedAt, w.LastReceivedAt = time.Time{}, time.Time{}
+			if ss != w {
+				t.Errorf("%s: %s: %+v, want %+v", when, ss.Source, ss, w)
+			}
+		}
+		wantDst := map[string][3]int{"stripe/app": {3, 2, 1}, "stripe/audit": {4, 1, 0}, "sendgrid/app": {2, 0, 0}}
+		for _, d := range st.Destinations {
+			if got := [3]int{d.Pending, d.Delivered, d.Dead}; got != wantDst[d.Destination] {
+				t.Errorf("%s: %s pending, delivered, dead = %v, want %v", when, d.Destination, got, wantDst[d.Destination])
+			}
+		}
+		hours, err := s.Hourly(ctx, []string{"stripe"}, c.Now().Add(-24*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acc, dup int
+		for _, h := range hours["stripe"] {
+			acc, dup = acc+h.Accepted, dup+h.Duplicates
+		}
+		if acc != 5 || dup != 3 || len(hours["stripe"]) < 2 {
+			t.Errorf("%s: hourly of stripe over the last day: %+v, want 5 accepted, 3 duplicates over several hours", when, hours["stripe"])
+		}
+	}
+	check("after the upgrade")
+	if n := count(t, s, `SELECT count(*) FROM counters`); n == 0 {
+		t.Fatal("no counters after the upgrade")
+	}
+	o.finish("stripe/app", "evt_3", hookwarden.Delivered)
+	o.record("stripe", "evt_3", `{"i":3}`, "stripe/app")
+	st, err := s.Stats(ctx, []string{"stripe"}, []string{"stripe/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Sources[0].Duplicates != 4 || st.Destinations[0].Delivered != 3 || st.Destinations[0].Pending != 2 {
+		t.Errorf("counting on after the upgrade: %+v %+v", st.Sources[0], st.Destinations[0])
+	}
+}
+
+// TestOperatorReadPlans: every query behind stats, /api/stats (hourly), the
+// dashboard (recent counts, outbox), /metrics (OutboxStats), the filtered
+// event listings and a prune pass's count of what it keeps reads small tables (counters, pruned_totals,
+// hourly, quarantine), seeks an index, or scans a partial index that holds
+// the backlog (pending or dead jobs) — never a scan of a table that grows
+// with the history.
+func TestOperatorReadPlans(t *testing.T) {
+	s := MustOpen(t, Options{})
+	ctx := context.Background()
+	for i := range 20 {
+		r := receipt("stripe", fmt.Sprint("evt_", i), fmt.Sprintf(`{"i":%d}`, i), "stripe/app")
+		if _, err := s.Record(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	history := regexp.MustCompile(`\b(SCAN|SEARCH) (events|receipts|receipt_events|jobs|attempts|e|r|re|j|d)\b(.*)`)
+	// A seek (an index with a key, or the min/max of one: "SEARCH t"
+	// alone), or a partial index of the backlog.
+	allowed := regexp.MustCompile(`USING (COVERING )?INDEX (jobs_dead|jobs_due|jobs_pending_age)\b|USING (INTEGER PRIMARY KEY|(COVERING )?INDEX \w+) \(|^SEARCH \w+$`)
+	since := []string{"e.claimed_at >= ?", "e.id >= ?", "e.id < ?"}
+	delivered := "NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state != 'delivered')"
+	for _, c := range []struct {
+		name, q string
+		args    int
+	}{
+		{"stats: counters", statsCountersSQL, 0},
+		{"stats: last request", lastReceivedSQL, 1},
+		{"stats, outbox: oldest pending", oldestPendingSQL, 1},
+		{"outbox: counters", outboxCountersSQL, 0},
+		{"hourly", hourlySQL, 2},
+		{"recent: whole hours", windowHoursSQL, 2},
+		{"recent: first hour", windowHourSQL, 2},
+		{"recent: bounds", windowBoundsSQL, 3},
+		{"recent: events of the first hour", windowEventsSQL + " AND id < ?5", 5},
+		{"recent: duplicates of the first hour", windowDuplicatesSQL, 3},
+		{"list --since", firstRefSinceSQL, 1},
+		{"list --source/--type: one pair", pairListSQL(since), 6},
+		{"list --source/--type --status delivered: one pair", pairListSQL(append(since, delivered)), 6},
+		{"list --status dead", jobsListSQL(hookwarden.StatusDead, []string{"e.source = ?", "e.event_type = ?"}), 3},
+		{"list --status pending --since", jobsListSQL(hookwarden.StatusPending, since), 4},
+		{"list: first pair of a source", firstPairOfSourceSQL, 2},
+		{"list: next pair", nextPairSQL, 2},
+		{"prune: held events and requests", countHeldSQL, 1},
+		{"dead letters (the dashboard, dead list)", deadListSQL([]string{"j.state = 'dead'", "j.id < ?"}), 2},
+		{"dead letters of a source since", deadListSQL([]string{"j.state = 'dead'", "e.source = ?", "j.finished_at >= ?"}), 3},
+	} {
+		args := make([]any, c.args)
+		for i := range args {
+			args[i] = "x"
+		}
+		rows, err := s.DB().QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		for _, line := range plan {
+			if m := history.FindStringSubmatch(line); m != nil && !allowed.MatchString(line) {
+				t.Errorf("%s reads a table that grows with the history: %q\nplan: %q", c.name, line, plan)
+			}
+		}
+	}
+}
+
+// TestRequestGapsJumpsAsRowsSay: the jumping walk of silences finds the
+// same gaps as reading every request (LAG), on irregular traffic with
+// bursts, exact-limit gaps and long silences.
+func TestRequestGapsJumpsAsRowsSay(t *testing.T) {
+	c := newTestClock()
+	o := &ops{t: t, s: MustOpen(t, Options{Now: c.Now}), clock: c, ctx: context.Background()}
+	rng := rand.New(rand.NewPCG(18, 18))
+	for i := range 400 {
+		// Exactly expect_within is no silence; a second more is (LAG's
+		// julianday arithmetic cannot tell microseconds apart).
+		steps := []time.Duration{time.Second, 10 * time.Minute, time.Hour, time.Hour + time.Second, 3 * time.Hour}
+		c.Add(steps[rng.IntN(len(steps))])
+		o.record("stripe", fmt.Sprint("evt_", i), "{}")
+		if rng.IntN(5) == 0 {
+			o.record("stripe", fmt.Sprint("evt_", i), "{}") // a duplicate at the same time
+		}
+	}
+	p := hookwarden.SourcePolicy{Name: "stripe", ExpectWithin: time.Hour}
+	collect := func(jump bool) string {
+		var out []string
+		add := func(a, b time.Time, _ bool) {
+			if b.Sub(a) > p.ExpectWithin { // as silences' add
+				out = append(out, a.Format(time.RFC3339Nano)+"→"+b.Format(time.RFC3339Nano))
+			}
+		}
+		tx, err := o.s.rdb.BeginTx(o.ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		var first, last time.Time
+		if jump {
+			first, last, err = o.s.requestGaps(o.ctx, p, "", c.Now(), add)
+		} else {
+			first, last, err = o.s.requestGapsByRow(o.ctx, tx, p, "", add)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(first, last, out)
+	}
+	jump, rows := collect(true), collect(false)
+	if jump != rows {
+		t.Errorf("jumping walk:\n%s\nreading every request:\n%s", jump, rows)
+	}
+	if !strings.Contains(rows, "→") {
+		t.Fatal("no gap at all: the traffic does not test anything")
+	}
+}
+
+// TestFillHistory: the benchmark's bulk history is a file the store reads
+// like any other: its counts, listings and a prune pass with nothing to do.
+func TestFillHistory(t *testing.T) {
+	c := newTestClock()
+	s := MustOpen(t, Options{Now: c.Now})
+	ctx := context.Background()
+	if err := s.FillHistory(ctx, History{Claims: 50000, Payloads: 10000, Source: "bench", Body: 64}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats(ctx, []string{"bench", "other", "rare"}, []string{"bench/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc, dup int
+	for _, ss := range st.Sources {
+		acc, dup = acc+ss.Accepted, dup+ss.Duplicates
+	}
+	if acc != 50000 || dup != 2000 {
+		t.Errorf("accepted %d, duplicates %d; want 50000 and 2000", acc, dup)
+	}
+	var delivered, dead int
+	for _, d := range st.Destinations {
+		delivered, dead = delivered+d.Delivered, dead+d.Dead
+	}
+	if delivered != 50000-10 || dead != 10 {
+		t.Errorf("delivered %d, dead %d; want 49990 and 10", delivered, dead)
+	}
+	items, _, err := s.ListEvents(ctx, hookwarden.EventFilter{Source: "rare", Type: "type.0", Limit: 5})
+	if err != nil || len(items) != 5 || items[0].Source != "rare" || items[0].Type != "type.0" {
+		t.Fatalf("list rare type.0: %+v %v", items, err)
+	}
+	if items, _, err := s.ListEvents(ctx, hookwarden.EventFilter{Status: hookwarden.StatusDead}); err != nil || len(items) != 10 {
+		t.Fatalf("dead events: %d %v", len(items), err)
+	}
+	res, err := s.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 30 * 24 * time.Hour, Claims: 90 * 24 * time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PayloadsPruned != 0 || res.EventsDeleted != 0 || res.HeldDead != 0 {
+		t.Errorf("a prune of the fresh history did something: %+v", res)
+	}
+	after, err := s.Stats(ctx, []string{"bench", "other", "rare"}, []string{"bench/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.At = st.At
+	if fmt.Sprint(after) != fmt.Sprint(st) {
+		t.Errorf("stats moved across the prune:\n%+v\n%+v", st, after)
+	}
+	hours, err := s.Hourly(ctx, []string{"bench"}, c.Now().Add(-7*24*time.Hour))
+	if err != nil || len(hours["bench"]) < 160 {
+		t.Errorf("hourly of the last 7 days: %d hours, %v; want about 168", len(hours["bench"]), err)
+	}
+}

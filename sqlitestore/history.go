@@ -1,0 +1,158 @@
+package sqlitestore
+
+// A synthetic history, written in bulk through the store's writer, for the
+// benchmark's history phase (make bench): a file that looks like one a busy
+// source leaves after months, built in minutes instead of months.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// History describes the file FillHistory writes. The claims are spread
+// evenly over Span before now (within an hour of its ends), oldest first: the older ones folded by
+// retention.payloads (a summary on the claim, its receipt, job and attempt
+// gone, their counts in pruned_totals, as Prune leaves them), the newest
+// Payloads kept whole: an accepted receipt with a Body-byte body, a
+// delivered job and its attempt. Every fifth payload event has a duplicate
+// receipt, one in a thousand a dead job.
+//
+// Sources: source gets most claims, "other" one in four, "rare" one in a
+// thousand; types cycle through 20 ("type.0" ...), and one in 5,000 claims
+// is "rare.type". Destinations are SOURCE/app.
+type History struct {
+	Claims, Payloads int
+	Source           string
+	Span             time.Duration // default 90 days
+	PayloadSpan      time.Duration // the newest Payloads fill this much of Span; default 30 days
+	Body             int           // default 1024
+}
+
+// historyChunk is the claims written per transaction.
+const historyChunk = 20000
+
+// FillHistory writes h into an empty store through its writer, in
+// transactions of historyChunk claims. The triggers keep the counters and
+// hourly counts as for any write. progress, if set, is called after each
+// transaction with the claims written so far.
+func (s *Store) FillHistory(ctx context.Context, h History, progress func(done int)) error {
+	if h.Span <= 0 {
+		h.Span = 90 * 24 * time.Hour
+	}
+	if h.PayloadSpan <= 0 {
+		h.PayloadSpan = 30 * 24 * time.Hour
+	}
+	if h.Body <= 0 {
+		h.Body = 1024
+	}
+	if h.Source == "" {
+		h.Source = "bench"
+	}
+	h.Payloads = min(h.Payloads, h.Claims)
+	var n int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM events LIMIT 1)`).Scan(&n); err != nil {
+		return fmt.Errorf("fill history: %w", err)
+	}
+	if n > 0 {
+		return fmt.Errorf("fill history: %s already holds events", s.path)
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	folded := h.Claims - h.Payloads
+	// Folded claims fill [now-Span, now-PayloadSpan), payload ones the rest
+	// up to a minute ago, an hour inside each bound: a prune pass with the
+	// same retention finds nothing to do.
+	end := now.Add(-time.Minute)
+	foldStart, payStart := now.Add(-h.Span+time.Hour), now.Add(-h.PayloadSpan+time.Hour)
+	step := func(from, to time.Time, n int) float64 {
+		if n == 0 {
+			return 0
+		}
+		return to.Sub(from).Seconds() / float64(n)
+	}
+	foldStep, payStep := step(foldStart, payStart, folded), step(payStart, end, h.Payloads)
+	prunedAt := fmtTime(now)
+	for lo := 1; lo <= h.Claims; lo += historyChunk {
+		hi := min(lo+historyChunk-1, h.Claims)
+		err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+			if lo <= folded {
+				if err := fillFolded(ctx, tx, h, lo, min(hi, folded), foldStart.Unix(), foldStep, prunedAt); err != nil {
+					return err
+				}
+			}
+			if hi > folded {
+				from := max(lo, folded+1)
+				return fillPayloads(ctx, tx, h, from, hi, folded, payStart.Unix(), payStep)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("fill history: claims %d-%d: %w", lo, hi, err)
+		}
+		if progress != nil {
+			progress(hi)
+		}
+	}
+	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		// Where Prune's walks would stand after folding the old claims.
+		_, err := tx.ExecContext(ctx, `UPDATE prune_cursor SET id = ? WHERE name = 'events'`, folded)
+		return err
+	})
+}
+
+// historyRows are the generated columns shared by both kinds of claims: id
+// i, its source, type and claim time (Unix seconds t0 + (i-lo) * step).
+const historyRows = `WITH RECURSIVE c(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM c WHERE i < ?2),
+g AS (SELECT i,
+	CASE WHEN i % 1000 = 0 THEN 'rare' WHEN i % 4 = 1 THEN 'other' ELSE ?3 END AS source,
+	CASE WHEN i % 5000 = 7 THEN 'rare.type' ELSE 'type.' || (i % 20) END AS type,
+	strftime('%Y-%m-%dT%H:%M:%S.000000Z', ?4 + CAST((i - ?5) * ?6 AS INTEGER), 'unixepoch') AS at
+	FROM c)
+`
+
+func fillFolded(ctx context.Context, tx *sql.Tx, h History, lo, hi int, t0 int64, step float64, prunedAt string) error {
+	if _, err := tx.ExecContext(ctx, historyRows+`
+INSERT INTO events (id, source, event_id, event_type, claimed_at, body_sha256, pruned_at, receipts, jobs, attempts, last_received_at, delivered_at)
+SELECT i, source, 'hist_' || i, type, at, x'', ?7, 1, 1, 1, at, at FROM g`, lo, hi, h.Source, t0, 1, step, prunedAt); err != nil {
+		return fmt.Errorf("folded claims: %w", err)
+	}
+	// What retention removed: their deliveries, and the last request.
+	_, err := tx.ExecContext(ctx, historyRows+`
+INSERT INTO pruned_totals (name, kind, n, at)
+SELECT name, kind, sum(n), max(at) FROM (
+	SELECT source || '/app' AS name, 'delivered' AS kind, count(*) AS n, NULL AS at FROM g GROUP BY source
+	UNION ALL SELECT source, 'last_received', 0, max(at) FROM g GROUP BY source
+	UNION ALL SELECT source, 'last_accepted', 0, max(at) FROM g GROUP BY source)
+WHERE true GROUP BY name, kind
+`+totalsUpsert, lo, hi, h.Source, t0, 1, step)
+	if err != nil {
+		return fmt.Errorf("folded totals: %w", err)
+	}
+	return nil
+}
+
+func fillPayloads(ctx context.Context, tx *sql.Tx, h History, lo, hi, first int, t0 int64, step float64) error {
+	// Rows of one claim: receipt id 2i (accepted) and 2i+1 (its duplicate,
+	// for one claim in five), job id i, attempt id i.
+	args := []any{lo, hi, h.Source, t0, first + 1, step, h.Body}
+	for _, q := range []string{
+		historyRows + `INSERT INTO events (id, source, event_id, event_type, claimed_at, body_sha256)
+SELECT i, source, 'hist_' || i, type, at, randomblob(32) FROM g WHERE ?7 > 0`,
+		historyRows + `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
+SELECT 2 * i, source, i, 'accepted', at, '127.0.0.1:40000',
+	'Content-Type: application/json' || char(10) || 'Webhook-Id: hist_' || i || char(10), randomblob(?7), x'' FROM g`,
+		historyRows + `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
+SELECT 2 * i + 1, source, i, 'duplicate', at, '127.0.0.1:40000', 'Webhook-Id: hist_' || i || char(10), NULL, x'' FROM g WHERE i % 5 = 0 AND ?7 > 0`,
+		historyRows + `INSERT INTO jobs (id, event_ref, destination, state, attempts, dead_count, next_at, created_at, finished_at, last_error)
+SELECT i, i, source || '/app', CASE WHEN i % 1000 = 3 THEN 'dead' ELSE 'delivered' END, 1, i % 1000 = 3, at, at, at,
+	CASE WHEN i % 1000 = 3 THEN 'HTTP 422' END FROM g WHERE ?7 > 0`,
+		historyRows + `INSERT INTO attempts (id, job_id, number, started_at, duration_us, status_code, verdict)
+SELECT i, i, 1, at, 1500, CASE WHEN i % 1000 = 3 THEN 422 ELSE 200 END, CASE WHEN i % 1000 = 3 THEN 'dead' ELSE 'delivered' END FROM g WHERE ?7 > 0`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("payload claims: %w", err)
+		}
+	}
+	return nil
+}
