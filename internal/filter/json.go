@@ -54,10 +54,10 @@ type jsonDecoder struct {
 	kv []jsonMember
 }
 
-// maxPooledMembers bounds the member stacks the pool keeps (32 KiB each).
+// memberPool recycles the decoders' member stacks, up to maxPooledMembers
+// members (32 KiB) each.
 const maxPooledMembers = 1024
 
-// memberPool recycles the decoders' member stacks.
 var memberPool = sync.Pool{New: func() any { s := make([]jsonMember, 0, 32); return &s }}
 
 type jsonMember struct {
