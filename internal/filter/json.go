@@ -3,7 +3,6 @@ package filter
 import (
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -21,13 +20,8 @@ import (
 func decodeJSON(b []byte) (any, bool) {
 	// One copy of the body; every string without an escape is a substring
 	// of it, so keys and values cost no allocation each.
-	kv := memberPool.Get().(*[]jsonMember)
-	d := jsonDecoder{b: string(b), kv: (*kv)[:0]}
-	defer func() {
-		clear(d.kv[:cap(d.kv)]) // the pool keeps no body alive
-		*kv = d.kv[:0]
-		memberPool.Put(kv)
-	}()
+	var kv [32]jsonMember // room for the members of a typical event's open objects
+	d := jsonDecoder{b: string(b), kv: kv[:0]}
 	d.skipSpace()
 	v, ok := d.value(0)
 	if !ok {
@@ -50,9 +44,6 @@ type jsonDecoder struct {
 	// at its final size once its object ends rather than grown.
 	kv []jsonMember
 }
-
-// memberPool recycles the decoders' member stacks.
-var memberPool = sync.Pool{New: func() any { s := make([]jsonMember, 0, 32); return &s }}
 
 type jsonMember struct {
 	k string
