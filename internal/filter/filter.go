@@ -25,6 +25,7 @@
 package filter
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -162,7 +163,10 @@ func (e *Event) ResolveName(name string) (any, bool) {
 		return e.Request.headerVal(), true
 	case "body":
 		if e.body == nil {
-			v, _ := decodeJSON(e.Body) // nil (null) when not JSON
+			var v any
+			if json.Unmarshal(e.Body, &v) != nil {
+				v = nil
+			}
 			e.body = types.DefaultTypeAdapter.NativeToValue(v)
 		}
 		return e.body, true

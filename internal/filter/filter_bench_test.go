@@ -1,7 +1,6 @@
 package filter
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -51,29 +50,4 @@ func BenchmarkFilterCostLimit(b *testing.B) {
 			b.Fatal("no error")
 		}
 	}
-}
-
-// BenchmarkDecodeJSON is the body parse of a filter alone, against
-// encoding/json's Unmarshal (what it replaced), on the 1 KiB Stripe event.
-func BenchmarkDecodeJSON(b *testing.B) {
-	body := stripeLike()
-	b.Run("decodeJSON", func(b *testing.B) {
-		b.SetBytes(int64(len(body)))
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, ok := decodeJSON(body); !ok {
-				b.Fatal("not JSON")
-			}
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		b.SetBytes(int64(len(body)))
-		b.ReportAllocs()
-		for b.Loop() {
-			var v any
-			if err := json.Unmarshal(body, &v); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }
