@@ -17,6 +17,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookwarden/hookwarden"
 )
 
@@ -54,10 +56,12 @@ const freshSQL = `WITH bk AS (
 		CASE WHEN l.lease > 0 THEN $14::bigint END, t
 	FROM ev, COALESCE($13::timestamptz, now()) AS t,
 		unnest($10::text[], $11::bigint[], $15::int[]) AS d(dest, lease, cap),
-		LATERAL (SELECT CASE WHEN d.lease > 0 AND CASE WHEN d.cap > 0
-			THEN (SELECT count(*) FROM jobs j WHERE j.destination = d.dest AND j.state = 'pending' AND j.leased_until > t) < d.cap
-			ELSE NOT EXISTS (SELECT 1 FROM destination_flow f WHERE f.destination = d.dest AND f.pause IS NOT NULL) END
-			THEN d.lease ELSE 0 END AS lease) l
+		LATERAL (SELECT CASE -- CASE, not AND: the reads only for a slot
+			WHEN d.lease <= 0 THEN 0
+			WHEN d.cap > 0 THEN CASE WHEN (SELECT count(*) FROM jobs j WHERE j.destination = d.dest
+				AND j.state = 'pending' AND j.leased_until > t) < d.cap THEN d.lease ELSE 0 END
+			WHEN EXISTS (SELECT 1 FROM destination_flow f WHERE f.destination = d.dest AND f.pause IS NOT NULL) THEN 0
+			ELSE d.lease END AS lease) l
 	RETURNING id, destination, attempts
 )
 SELECT ev.id, rc.id, jb.id, jb.destination, jb.attempts FROM ev CROSS JOIN rc LEFT JOIN jb ON true`
@@ -127,37 +131,22 @@ func (rc *recording) fresh(ctx context.Context, ev *hookwarden.Event) (bool, err
 	if r.Backfill {
 		origin = "backfill"
 	}
-	rows, err := rc.tx.Query(ctx, freshSQL, r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:], r.RemoteAddr,
+	// One round trip: the plan mode for this transaction, then the
+	// statement. A custom plan of freshSQL costs the server more to plan
+	// than its generic plan costs to run (docs/performance.md): the
+	// generic one is forced here, for this transaction only (SET LOCAL).
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
+	b.Queue(freshSQL, r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:], r.RemoteAddr,
 		rc.headers, body, origin, dests, leases, r.BodyReplayCheck, rc.now, rc.s.holder(), caps)
-	if err != nil {
-		return false, fmt.Errorf("record event: %w", err)
-	}
-	defer rows.Close()
+	br := rc.tx.SendBatch(ctx, b)
 	mine := rc.handed[first:]
-	claimed := false
-	for rows.Next() {
-		var ref, receipt int64
-		var job *int64
-		var dest *string
-		var attempts *int
-		if err := rows.Scan(&ref, &receipt, &job, &dest, &attempts); err != nil {
-			return false, fmt.Errorf("record event: %w", err)
-		}
-		claimed, rc.res.ReceiptID = true, receipt
-		if job == nil || *attempts == 0 {
-			continue // no destination, or no slot: it waits for a lease
-		}
-		// Rows of one destination are alike but for their id: any pairing
-		// with its slots is right.
-		for k := range mine {
-			if h := &mine[k]; !h.set && h.dest == *dest {
-				h.job, h.set = directJob(r, ev, *job, *dest), true
-				break
-			}
-		}
+	claimed, err := rc.freshRows(br, ev, mine)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("record event: %w", cerr)
 	}
-	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("record event: %w", err)
+	if err != nil {
+		return false, err
 	}
 	if !claimed {
 		// A duplicate (or a body key held by another id): the general
@@ -176,4 +165,42 @@ func (rc *recording) fresh(ctx context.Context, ev *hookwarden.Event) (bool, err
 	rc.res.Outcome = hookwarden.Accepted
 	rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: len(dests)}
 	return true, nil
+}
+
+// freshRows reads freshSQL's rows from br (after the SET): whether it
+// claimed the event, its receipt, and the jobs leased to mine's slots.
+func (rc *recording) freshRows(br pgx.BatchResults, ev *hookwarden.Event, mine []handed) (claimed bool, err error) {
+	if _, err := br.Exec(); err != nil {
+		return false, fmt.Errorf("record event: plan mode: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return false, fmt.Errorf("record event: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ref, receipt int64
+		var job *int64
+		var dest *string
+		var attempts *int
+		if err := rows.Scan(&ref, &receipt, &job, &dest, &attempts); err != nil {
+			return false, fmt.Errorf("record event: %w", err)
+		}
+		claimed, rc.res.ReceiptID = true, receipt
+		if job == nil || *attempts == 0 {
+			continue // no destination, or no slot: it waits for a lease
+		}
+		// Rows of one destination are alike but for their id: any pairing
+		// with its slots is right.
+		for k := range mine {
+			if h := &mine[k]; !h.set && h.dest == *dest {
+				h.job, h.set = directJob(rc.r, ev, *job, *dest), true
+				break
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("record event: %w", err)
+	}
+	return claimed, nil
 }
