@@ -850,4 +850,3 @@ func shortTimeout(t *testing.T, c *child) {
 		t.Fatal(err)
 	}
 }
-
