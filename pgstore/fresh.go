@@ -4,7 +4,9 @@ package pgstore
 // key, the claim, the accepted receipt and the jobs are data-modifying CTEs
 // of one INSERT, where the general path sends one statement each and reads
 // every destination's pause state in another: a round trip and a statement's
-// server work for each (docs/performance.md has the figures).
+// server work for each (docs/performance.md has the figures). A free Direct
+// slot of a destination with a concurrency adds one statement before it
+// (lockDirect).
 //
 // Each later CTE inserts only from the rows an earlier one returned, so a
 // statement that did not claim wrote nothing but, perhaps, the body key
