@@ -9,7 +9,10 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -92,15 +95,66 @@ func (s *Store) waiting(destination string) {
 
 // directAllowed: flow control keeps rated, ordered and paused destinations
 // out of the hand-over, so that their jobs wait for a lease, which applies
-// the rate, the key's order and the pause (across instances: the pause is
-// read from the store, not from this process's memory).
+// the rate, the key's order and the pause; and a destination with every
+// one of its concurrency in flight across instances (the pause and the
+// count are the store's, not this process's memory).
 func (rc *recording) directAllowed(ctx context.Context, dest string) (bool, error) {
-	if p := rc.s.policy(dest); !p.Rate.IsZero() || p.Ordered {
+	p := rc.s.policy(dest)
+	if !p.Rate.IsZero() || p.Ordered {
 		return false, nil
 	}
-	f, _, err := rc.s.readFlow(ctx, rc.tx, dest, false)
-	if err != nil {
+	if p.Concurrency <= 0 {
+		f, _, err := rc.s.readFlow(ctx, rc.tx, dest, false)
+		return err == nil && f.kind() == "", err
+	}
+	free, err := rc.lockDirect(ctx, []string{dest})
+	if err != nil || !free[dest] {
 		return false, err
 	}
-	return f.kind() == "", nil
+	var inflight int
+	if err := rc.tx.QueryRow(ctx, inflightSQL, dest, rc.now).Scan(&inflight); err != nil {
+		return false, fmt.Errorf("count leases of %s: %w", dest, err)
+	}
+	return inflight < p.Concurrency, nil
+}
+
+// inflightSQL counts dest's ($1) leases in flight on every instance by the
+// store's clock ($2), as a lease counts them against concurrency.
+const inflightSQL = `SELECT count(*) FROM jobs
+	WHERE destination = $1 AND state = 'pending' AND leased_until > COALESCE($2::timestamptz, now())`
+
+// lockDirect takes the flow rows of dests for the transaction, without
+// waiting, and reports the destinations whose row it holds and that are
+// not paused: only those may have a job handed over.
+//
+// Every transaction that adds a lease holds its destination's row (a lease
+// locks it, FOR UPDATE, before it counts the leases in flight), so a count
+// in a statement after this one sees every lease committed before and none
+// can be added until this transaction ends: concurrency holds across
+// instances with the hand-over, exactly. SKIP LOCKED: a row held by a
+// lease or another Record means no hand-over, never a wait that would
+// queue every request of the destination behind one commit; the job waits
+// for a lease instead. A destination without a row (never leased yet) gets
+// it inserted, held by this transaction until it ends as a locked one is.
+func (rc *recording) lockDirect(ctx context.Context, dests []string) (map[string]bool, error) {
+	rows, err := rc.tx.Query(ctx, `WITH ins AS (
+			INSERT INTO destination_flow (destination) SELECT unnest($1::text[])
+			ON CONFLICT DO NOTHING RETURNING destination
+		), lk AS (
+			SELECT destination FROM destination_flow
+			WHERE destination = ANY($1::text[]) AND pause IS NULL FOR UPDATE SKIP LOCKED
+		)
+		SELECT destination FROM ins UNION ALL SELECT destination FROM lk`, dests)
+	if err != nil {
+		return nil, fmt.Errorf("lock flow state: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("lock flow state: %w", err)
+	}
+	free := make(map[string]bool, len(names))
+	for _, n := range names {
+		free[n] = true
+	}
+	return free, nil
 }

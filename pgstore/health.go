@@ -93,6 +93,36 @@ func (h *health) TraceQueryEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceQuer
 	}
 }
 
+// TraceBatchStart: a batch's statements are noted one by one.
+func (h *health) TraceBatchStart(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	if bt, ok := h.next.(pgx.BatchTracer); ok {
+		ctx = bt.TraceBatchStart(ctx, c, d)
+	}
+	return ctx
+}
+
+// TraceBatchQuery notes the outcome of a write statement of a batch
+// (Record's one-statement path sends its statement in one).
+func (h *health) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if bt, ok := h.next.(pgx.BatchTracer); ok {
+		bt.TraceBatchQuery(ctx, c, d)
+	}
+	if isWrite(d.SQL) {
+		h.note(d.Err)
+	}
+}
+
+// TraceBatchEnd: a batch that failed as a whole (its connection lost) is
+// a failed write.
+func (h *health) TraceBatchEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchEndData) {
+	if bt, ok := h.next.(pgx.BatchTracer); ok {
+		bt.TraceBatchEnd(ctx, c, d)
+	}
+	if d.Err != nil {
+		h.note(d.Err)
+	}
+}
+
 func (h *health) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
 	return ctx
 }

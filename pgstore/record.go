@@ -353,6 +353,12 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 
 func (rc *recording) single(ctx context.Context) error {
 	r, ev := rc.r, &rc.r.Events[0]
+	if rc.freshable(ev) {
+		// The common case, a new event, in one statement (fresh.go).
+		if done, err := rc.fresh(ctx, ev); err != nil || done {
+			return err
+		}
+	}
 	if r.BodyReplayCheck {
 		orig, conflict, err := rc.bodyKey(ctx, ev)
 		if err != nil {

@@ -30,9 +30,15 @@ import (
 	"github.com/hookwarden/hookwarden/pgstore"
 )
 
-// childDoc is newChild's configuration with the database section db and
+// newChildOn is newChild's configuration with the database section db and
 // the log level given.
 func newChildOn(t *testing.T, db, destURL, level string) *child {
+	t.Helper()
+	return newChildLimited(t, db, destURL, level, 8)
+}
+
+// newChildLimited is newChildOn with std/app's concurrency given.
+func newChildLimited(t *testing.T, db, destURL, level string, concurrency int) *child {
 	t.Helper()
 	dir := t.TempDir()
 	c := &child{t: t, cfg: filepath.Join(dir, "config.yaml"), hook: freeAddr(t), adm: freeAddr(t)}
@@ -49,9 +55,9 @@ sources:
       - name: app
         url: %q
         timeout: 30s
-        concurrency: 8
+        concurrency: %d
         backoff: { initial: 20ms, max: 200ms }
-`, c.hook, c.adm, db, level, testSecret, destURL)
+`, c.hook, c.adm, db, level, testSecret, destURL, concurrency)
 	if err := os.WriteFile(c.cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,214 @@
+package pgstore
+
+// The common path of Record, a new single event, in one statement: the body
+// key, the claim, the accepted receipt and the jobs are data-modifying CTEs
+// of one INSERT, where the general path sends one statement each and reads
+// every destination's pause state in another: a round trip and a statement's
+// server work for each (docs/performance.md has the figures). A free Direct
+// slot of a destination with a concurrency adds one statement before it
+// (lockDirect).
+//
+// Each later CTE inserts only from the rows an earlier one returned, so a
+// statement that did not claim wrote nothing but, perhaps, the body key
+// (then the general path, in the same transaction, meets the key as this
+// call's own). A duplicate must take the general path: the claim that
+// ON CONFLICT waited for is committed, but invisible to the snapshot of the
+// statement that waited, so only a second statement can read its row.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// freshSQL: $1 source, $2 event id, $3 type, $4 received at, $5 the body's
+// hash, $6 remote address, $7 headers, $8 the receipt's body, $9 origin,
+// $10 destinations, $11 their leases in µs (0: no Direct slot), $12 the
+// body replay check, $13 the store's clock (NULL: now()), $14 the holder,
+// $15 the destinations' concurrency.
+//
+// With the check on, the claim follows only a body key this statement
+// inserted: a key held by another id is for the general path to judge.
+//
+// A destination with a slot ($11 > 0) gets a leased job unless it is
+// paused or, with a concurrency ($15 > 0), all of it is in flight on every
+// instance. With a concurrency, lockDirect has locked its flow row and
+// checked the pause, and the count here sees every lease committed before
+// (this statement's snapshot is taken after the lock). Without one, the
+// pause is read in this statement's snapshot, as a separate read would.
+// A slot whose job came back unleased (attempts 0) is given back.
+const freshSQL = `WITH bk AS (
+	INSERT INTO body_keys (source, body_sha256, event_id, claimed_at)
+	SELECT $1::text, $5::bytea, $2::text, $4::timestamptz WHERE $12::bool
+	ON CONFLICT (source, body_sha256) DO NOTHING RETURNING 1
+), ev AS (
+	INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256)
+	SELECT $1, $2, $3::text, $4, $5 WHERE NOT $12::bool OR EXISTS (SELECT 1 FROM bk)
+	ON CONFLICT (source, event_id) DO NOTHING RETURNING id
+), rc AS (
+	INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, origin)
+	SELECT $1, ev.id, 'accepted', $4, $6::text, $7::text, $8::bytea, '\x'::bytea, $9::text FROM ev RETURNING id
+), jb AS (
+	INSERT INTO jobs (event_ref, destination, state, attempts, next_at, leased_until, leased_by, created_at)
+	SELECT ev.id, d.dest, 'pending', CASE WHEN l.lease > 0 THEN 1 ELSE 0 END, t,
+		CASE WHEN l.lease > 0 THEN t + l.lease * interval '1 microsecond' END,
+		CASE WHEN l.lease > 0 THEN $14::bigint END, t
+	FROM ev, COALESCE($13::timestamptz, now()) AS t,
+		unnest($10::text[], $11::bigint[], $15::int[]) AS d(dest, lease, cap),
+		LATERAL (SELECT CASE -- CASE, not AND: the reads only for a slot
+			WHEN d.lease <= 0 THEN 0
+			WHEN d.cap > 0 THEN CASE WHEN (SELECT count(*) FROM jobs j WHERE j.destination = d.dest
+				AND j.state = 'pending' AND j.leased_until > t) < d.cap THEN d.lease ELSE 0 END
+			WHEN EXISTS (SELECT 1 FROM destination_flow f WHERE f.destination = d.dest AND f.pause IS NOT NULL) THEN 0
+			ELSE d.lease END AS lease) l
+	RETURNING id, destination, attempts
+)
+SELECT ev.id, rc.id, jb.id, jb.destination, jb.attempts FROM ev CROSS JOIN rc LEFT JOIN jb ON true`
+
+// freshable reports whether ev can take the one-statement path: a single
+// event of the request's own body whose destinations are all plain (an
+// ordered destination's keyed job is written by keyedJobTx).
+func (rc *recording) freshable(ev *hookwarden.Event) bool {
+	if rc.release != nil || ev.Body != nil {
+		return false
+	}
+	for i, d := range ev.Destinations {
+		if ev.OrderKey(i) != "" && rc.s.policy(d).Ordered {
+			return false
+		}
+	}
+	return true
+}
+
+// fresh records ev as a new event in one statement. It reports false, with
+// nothing but maybe the body key written and every slot it reserved given
+// back, when the statement did not claim ev: the general path decides.
+func (rc *recording) fresh(ctx context.Context, ev *hookwarden.Event) (bool, error) {
+	r := rc.r
+	first := len(rc.handed)
+	dests := ev.Destinations
+	leases := make([]int64, len(dests))
+	caps := make([]int32, len(dests))
+	var wanted []string
+	for i, d := range dests {
+		if !rc.direct || !rc.s.hasDirect() {
+			break
+		}
+		p := rc.s.policy(d)
+		if !p.Rate.IsZero() || p.Ordered {
+			rc.s.waiting(d)
+			continue
+		}
+		slot, ok := rc.s.reserve(d)
+		if !ok {
+			continue
+		}
+		// Listed before any statement: any failure from here on gives the
+		// slot back (run's deferred handOver).
+		rc.handed = append(rc.handed, handed{slot: slot, dest: d})
+		leases[i], caps[i] = max(slot.LeaseFor().Microseconds(), 1), int32(max(p.Concurrency, 0))
+		if caps[i] > 0 {
+			wanted = append(wanted, d)
+		}
+	}
+	if len(wanted) > 0 {
+		// A second statement, only when a slot of a destination with a
+		// concurrency is free: the count of leases in flight needs a
+		// snapshot taken after the lock.
+		free, err := rc.lockDirect(ctx, wanted)
+		if err != nil {
+			return false, err
+		}
+		for i, d := range dests {
+			if caps[i] > 0 && !free[d] {
+				leases[i] = 0 // its slot goes back below: paused, or its row is busy
+			}
+		}
+	}
+	_, body := receiptKind(true, false, false, r.Body) // "accepted", as freshSQL spells it
+	var origin any
+	if r.Backfill {
+		origin = "backfill"
+	}
+	// One round trip: the plan mode for this transaction, then the
+	// statement. A custom plan of freshSQL costs the server more to plan
+	// than its generic plan costs to run (docs/performance.md): the
+	// generic one is forced here, for this transaction only (SET LOCAL).
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL plan_cache_mode = force_generic_plan`)
+	b.Queue(freshSQL, r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:], r.RemoteAddr,
+		rc.headers, body, origin, dests, leases, r.BodyReplayCheck, rc.now, rc.s.holder(), caps)
+	br := rc.tx.SendBatch(ctx, b)
+	mine := rc.handed[first:]
+	claimed, err := rc.freshRows(br, ev, mine)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("record event: %w", cerr)
+	}
+	if err != nil {
+		return false, err
+	}
+	if !claimed {
+		// A duplicate (or a body key held by another id): the general
+		// path asks for slots again if it turns out to claim.
+		handOver(mine, false)
+		rc.handed = rc.handed[:first]
+		return false, nil
+	}
+	for _, h := range mine {
+		if !h.set {
+			// Paused, its flow row busy or its concurrency all in flight:
+			// the slot goes back, the job waits for a lease.
+			rc.s.waiting(h.dest)
+		}
+	}
+	rc.res.Outcome = hookwarden.Accepted
+	rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: len(dests)}
+	return true, nil
+}
+
+// freshRows reads freshSQL's rows from br (after the SET): whether it
+// claimed the event, its receipt, and the jobs leased to mine's slots.
+func (rc *recording) freshRows(br pgx.BatchResults, ev *hookwarden.Event, mine []handed) (claimed bool, err error) {
+	if _, err := br.Exec(); err != nil {
+		return false, fmt.Errorf("record event: plan mode: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return false, fmt.Errorf("record event: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ref, receipt int64
+		var job *int64
+		var dest *string
+		var attempts *int
+		if err := rows.Scan(&ref, &receipt, &job, &dest, &attempts); err != nil {
+			return false, fmt.Errorf("record event: %w", err)
+		}
+		claimed, rc.res.ReceiptID = true, receipt
+		if job == nil {
+			continue // no destination
+		}
+		if *attempts == 0 {
+			// No slot: it waits for a lease, which any instance's workers
+			// may take once the commit is announced (notify.go).
+			rc.due = append(rc.due, *dest)
+			continue
+		}
+		// Rows of one destination are alike but for their id: any pairing
+		// with its slots is right.
+		for k := range mine {
+			if h := &mine[k]; !h.set && h.dest == *dest {
+				h.job, h.set = directJob(rc.r, ev, *job, *dest), true
+				break
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("record event: %w", err)
+	}
+	return claimed, nil
+}
