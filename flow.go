@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -129,3 +130,47 @@ type FlowInspector interface {
 // head: far beyond any real time, so no lease takes it until the head is
 // finished (delivered or dead) and the store makes the next one due.
 var WaitingDue = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// FlowTable holds the flow policies a store was given (SetFlow) for its hot
+// paths to read without a lock. The zero value has none.
+type FlowTable struct {
+	m atomic.Pointer[map[string]FlowPolicy]
+}
+
+// Set replaces the policies and returns the destinations that are not
+// ordered (any more): a store makes their waiting jobs due, since nothing
+// else would release them.
+func (t *FlowTable) Set(policies []FlowPolicy) (unordered []string) {
+	m := make(map[string]FlowPolicy, len(policies))
+	for _, p := range policies {
+		m[p.Destination] = p
+		if !p.Ordered {
+			unordered = append(unordered, p.Destination)
+		}
+	}
+	t.m.Store(&m)
+	return unordered
+}
+
+// Policy is dest's policy (zero when none was set).
+func (t *FlowTable) Policy(dest string) FlowPolicy {
+	if m := t.m.Load(); m != nil {
+		return (*m)[dest]
+	}
+	return FlowPolicy{}
+}
+
+// FinishHooks reports whether some destination's policy needs a Finish to
+// look at its job's destination: pause_after or order_by.
+func (t *FlowTable) FinishHooks() bool {
+	m := t.m.Load()
+	if m == nil {
+		return false
+	}
+	for _, p := range *m {
+		if p.PauseAfter > 0 || p.Ordered {
+			return true
+		}
+	}
+	return false
+}

@@ -242,3 +242,80 @@ type WindowCounts struct {
 	Accepted   int `json:"accepted"`
 	Duplicates int `json:"duplicates"`
 }
+
+// StatsCounter folds a store's counter rows into a Stats: the names given
+// first, with zeros, then any other in the order met. Both stores keep the
+// same kinds of count, so one fold reads them.
+type StatsCounter struct {
+	Stats
+	src, dst map[string]int
+}
+
+// NewStatsCounter starts a Stats read at at.
+func NewStatsCounter(at time.Time, sources, destinations []string) *StatsCounter {
+	c := &StatsCounter{Stats: Stats{At: at}, src: map[string]int{}, dst: map[string]int{}}
+	for _, n := range sources {
+		c.Source(n)
+	}
+	for _, n := range destinations {
+		c.Destination(n)
+	}
+	return c
+}
+
+// Source is name's entry, added when new. The pointer is good until the
+// next call adds one.
+func (c *StatsCounter) Source(name string) *SourceStats {
+	i, ok := c.src[name]
+	if !ok {
+		i = len(c.Sources)
+		c.src[name] = i
+		c.Sources = append(c.Sources, SourceStats{Source: name})
+	}
+	return &c.Sources[i]
+}
+
+// Destination is name's entry, added when new; as Source.
+func (c *StatsCounter) Destination(name string) *OutboxStat {
+	i, ok := c.dst[name]
+	if !ok {
+		i = len(c.Destinations)
+		c.dst[name] = i
+		c.Destinations = append(c.Destinations, OutboxStat{Destination: name})
+	}
+	return &c.Destinations[i]
+}
+
+// Add folds one counter row: n rows of kind at name, a live count
+// (accepted, duplicate, divergent, quarantined per source; pending,
+// delivered, dead per destination) or, prefixed "pruned-", what retention
+// removed and the totals keep; "pruned-last_received" carries a time, at.
+func (c *StatsCounter) Add(name, kind string, n int, at time.Time) {
+	switch kind {
+	case "pending":
+		c.Destination(name).Pending += n
+		return
+	case "delivered", "pruned-delivered": // live jobs, and those retention folded away
+		c.Destination(name).Delivered += n
+		return
+	case "dead":
+		c.Destination(name).Dead += n
+		return
+	}
+	ss := c.Source(name)
+	switch kind {
+	case "accepted", "pruned-accepted":
+		ss.Accepted += n
+	case "duplicate", "pruned-duplicate":
+		ss.Duplicates += n
+	case "divergent", "pruned-divergent":
+		ss.Duplicates += n
+		ss.Divergent += n
+	case "quarantined", "pruned-quarantined":
+		ss.Quarantined += n
+	case "pruned-last_received":
+		if at.After(ss.LastReceivedAt) {
+			ss.LastReceivedAt = at.UTC()
+		}
+	}
+}

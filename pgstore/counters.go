@@ -29,32 +29,7 @@ func (s *Store) counterStats(ctx context.Context, sources, destinations []string
 		if err := tx.QueryRow(ctx, `SELECT COALESCE($1::timestamptz, now())`, s.now()).Scan(&now); err != nil {
 			return err
 		}
-		st = hookwarden.Stats{At: now.UTC()}
-		srcIdx, dstIdx := map[string]int{}, map[string]int{}
-		src := func(name string) *hookwarden.SourceStats {
-			i, ok := srcIdx[name]
-			if !ok {
-				i = len(st.Sources)
-				srcIdx[name] = i
-				st.Sources = append(st.Sources, hookwarden.SourceStats{Source: name})
-			}
-			return &st.Sources[i]
-		}
-		dst := func(name string) *hookwarden.OutboxStat {
-			i, ok := dstIdx[name]
-			if !ok {
-				i = len(st.Destinations)
-				dstIdx[name] = i
-				st.Destinations = append(st.Destinations, hookwarden.OutboxStat{Destination: name})
-			}
-			return &st.Destinations[i]
-		}
-		for _, n := range sources {
-			src(n)
-		}
-		for _, n := range destinations {
-			dst(n)
-		}
+		c := hookwarden.NewStatsCounter(now.UTC(), sources, destinations)
 		rows, err := tx.Query(ctx, `
 SELECT name, kind, n, NULL::timestamptz FROM (SELECT name, kind, sum(n)::bigint AS n FROM counters GROUP BY name, kind) c WHERE n <> 0
 UNION ALL SELECT name, 'pruned-' || kind, n, at FROM pruned_totals
@@ -70,37 +45,16 @@ ORDER BY 1`)
 			if err := rows.Scan(&name, &kind, &n, &at); err != nil {
 				return err
 			}
-			switch kind {
-			case "pending":
-				dst(name).Pending += n
-				continue
-			case "delivered", "pruned-delivered":
-				dst(name).Delivered += n
-				continue
-			case "dead":
-				dst(name).Dead += n
-				continue
+			var t time.Time
+			if at != nil {
+				t = *at
 			}
-			ss := src(name)
-			switch kind {
-			case "accepted", "pruned-accepted":
-				ss.Accepted += n
-			case "duplicate", "pruned-duplicate":
-				ss.Duplicates += n
-			case "divergent", "pruned-divergent":
-				ss.Duplicates += n
-				ss.Divergent += n
-			case "quarantined", "pruned-quarantined":
-				ss.Quarantined += n
-			case "pruned-last_received":
-				if at != nil && at.After(ss.LastReceivedAt) {
-					ss.LastReceivedAt = at.UTC()
-				}
-			}
+			c.Add(name, kind, n, t)
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		st = c.Stats
 		for i := range st.Sources {
 			ss := &st.Sources[i]
 			var last *time.Time

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -24,9 +23,6 @@ import (
 // waitingAt is hookwarden.WaitingDue: a keyed job's due time while it
 // waits behind its key's head.
 var waitingAt = hookwarden.WaitingDue
-
-// flowPolicies is the policy per destination (SetFlow).
-type flowPolicies = atomic.Pointer[map[string]hookwarden.FlowPolicy]
 
 // flowRow is a destination's row of destination_flow (zero: no row).
 type flowRow struct {
@@ -79,15 +75,7 @@ func (s *Store) readFlow(ctx context.Context, q querier, dest string, lock bool)
 // destination that is not ordered (any more) has its waiting jobs made
 // due now: nothing would ever release them otherwise.
 func (s *Store) SetFlow(ctx context.Context, policies []hookwarden.FlowPolicy) error {
-	m := make(map[string]hookwarden.FlowPolicy, len(policies))
-	var unordered []string
-	for _, p := range policies {
-		m[p.Destination] = p
-		if !p.Ordered {
-			unordered = append(unordered, p.Destination)
-		}
-	}
-	s.flow.Store(&m)
+	unordered := s.flow.Set(policies)
 	if len(unordered) == 0 {
 		return nil
 	}
@@ -100,27 +88,9 @@ func (s *Store) SetFlow(ctx context.Context, policies []hookwarden.FlowPolicy) e
 	return nil
 }
 
-func (s *Store) policy(dest string) hookwarden.FlowPolicy {
-	if m := s.flow.Load(); m != nil {
-		return (*m)[dest]
-	}
-	return hookwarden.FlowPolicy{}
-}
+func (s *Store) policy(dest string) hookwarden.FlowPolicy { return s.flow.Policy(dest) }
 
-// finishHooks reports whether some policy needs Finish to look at the
-// job's destination: pause_after or order_by.
-func (s *Store) finishHooks() bool {
-	m := s.flow.Load()
-	if m == nil {
-		return false
-	}
-	for _, p := range *m {
-		if p.PauseAfter > 0 || p.Ordered {
-			return true
-		}
-	}
-	return false
-}
+func (s *Store) finishHooks() bool { return s.flow.FinishHooks() }
 
 // bucket is the rate's token bucket at now (full when new).
 func bucket(r hookwarden.Rate, f flowRow, now time.Time) float64 {

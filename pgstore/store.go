@@ -95,8 +95,8 @@ type Store struct {
 	pool    *pgxpool.Pool
 	opts    Options
 	log     *slog.Logger
-	address string       // host and database, never the password
-	flow    flowPolicies // SetFlow
+	address string               // host and database, never the password
+	flow    hookwarden.FlowTable // SetFlow
 	health  health
 	closed  atomic.Bool
 

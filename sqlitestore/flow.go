@@ -119,15 +119,7 @@ func (w *flowStmts) close() {
 // destination that is not ordered (any more) has its waiting jobs made due
 // now: nothing would ever release them otherwise.
 func (s *Store) SetFlow(ctx context.Context, policies []hookwarden.FlowPolicy) error {
-	m := make(map[string]hookwarden.FlowPolicy, len(policies))
-	var unordered []string
-	for _, p := range policies {
-		m[p.Destination] = p
-		if !p.Ordered {
-			unordered = append(unordered, p.Destination)
-		}
-	}
-	s.flow.Store(&m)
+	unordered := s.flow.Set(policies)
 	if len(unordered) == 0 {
 		return nil
 	}
@@ -142,28 +134,9 @@ func (s *Store) SetFlow(ctx context.Context, policies []hookwarden.FlowPolicy) e
 	})
 }
 
-// policy is the flow policy of dest (zero when none was set).
-func (s *Store) policy(dest string) hookwarden.FlowPolicy {
-	if m := s.flow.Load(); m != nil {
-		return (*m)[dest]
-	}
-	return hookwarden.FlowPolicy{}
-}
+func (s *Store) policy(dest string) hookwarden.FlowPolicy { return s.flow.Policy(dest) }
 
-// finishHooks reports whether some destination's policy needs Finish to
-// look at the job's destination: pause_after or order_by.
-func (s *Store) finishHooks() bool {
-	m := s.flow.Load()
-	if m == nil {
-		return false
-	}
-	for _, p := range *m {
-		if p.PauseAfter > 0 || p.Ordered {
-			return true
-		}
-	}
-	return false
-}
+func (s *Store) finishHooks() bool { return s.flow.FinishHooks() }
 
 // leaseGate is what flow control allows one lease of a destination.
 type leaseGate struct {

@@ -54,32 +54,7 @@ func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hook
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 
-	srcIdx := map[string]int{}
-	src := func(name string) *hookwarden.SourceStats {
-		i, ok := srcIdx[name]
-		if !ok {
-			i = len(st.Sources)
-			srcIdx[name] = i
-			st.Sources = append(st.Sources, hookwarden.SourceStats{Source: name})
-		}
-		return &st.Sources[i]
-	}
-	dstIdx := map[string]int{}
-	dst := func(name string) *hookwarden.OutboxStat {
-		i, ok := dstIdx[name]
-		if !ok {
-			i = len(st.Destinations)
-			dstIdx[name] = i
-			st.Destinations = append(st.Destinations, hookwarden.OutboxStat{Destination: name})
-		}
-		return &st.Destinations[i]
-	}
-	for _, n := range sources {
-		src(n)
-	}
-	for _, n := range destinations {
-		dst(n)
-	}
+	c := hookwarden.NewStatsCounter(st.At, sources, destinations)
 	err = eachRow(ctx, tx, statsCountersSQL,
 		func(rows *sql.Rows) error {
 			var name, kind string
@@ -88,35 +63,14 @@ func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hook
 			if err := rows.Scan(&name, &kind, &n, &at); err != nil {
 				return err
 			}
-			switch kind {
-			case "pending":
-				dst(name).Pending += n
-				return nil
-			case "delivered", "pruned-delivered": // live jobs, and those retention folded away
-				dst(name).Delivered += n
-				return nil
-			case "dead":
-				dst(name).Dead += n
-				return nil
+			t, err := parseNullTime(at)
+			if err != nil {
+				return err
 			}
-			ss := src(name)
-			switch kind {
-			case "accepted", "pruned-accepted":
-				ss.Accepted += n
-			case "duplicate", "pruned-duplicate":
-				ss.Duplicates += n
-			case "divergent", "pruned-divergent":
-				ss.Duplicates += n
-				ss.Divergent += n
-			case "quarantined", "pruned-quarantined":
-				ss.Quarantined += n
-			case "pruned-last_received":
-				if t, err := parseNullTime(at); err == nil && t.After(ss.LastReceivedAt) {
-					ss.LastReceivedAt = t
-				}
-			}
+			c.Add(name, kind, n, t)
 			return nil
 		})
+	st = c.Stats
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}

@@ -85,7 +85,7 @@ type Store struct {
 	// flow is the flow policy per destination (SetFlow); txPaused caches,
 	// for the writer's current transaction, which destinations are paused
 	// (directAllowed).
-	flow     atomic.Pointer[map[string]hookwarden.FlowPolicy]
+	flow     hookwarden.FlowTable // SetFlow
 	txPaused map[string]bool
 
 	healthMu  sync.Mutex
