@@ -7,8 +7,10 @@
 // fsync and synchronous_commit, migrations under an advisory lock, a newer
 // schema refused; Options.NoMigrate for the operator's commands), Check (what
 // `hookwarden check` asks of a database, writing nothing), the schema
-// (migrations/0001_init.sql, the SQLite schema at version 8, and
-// 0002_lease_holder.sql), Record (hookwarden.Recorder, with the direct
+// (migrations/0001_init.sql, the SQLite schema at version 8, and the
+// migrations after it: lease holders, prune indexes, flow, backfill,
+// counters kept by triggers), Record (hookwarden.Recorder: a new single
+// event in one statement, fresh.go; with the direct
 // hand-over of SetDirect: a new job given a free slot is committed leased
 // to this process's run and handed over after COMMIT), the queue
 // (hookwarden.Queue: leases with FOR UPDATE SKIP LOCKED on the database's
