@@ -3,6 +3,7 @@ package hookwarden
 // Runs of serve and the gaps between them (hookwarden gaps).
 
 import (
+	"sort"
 	"time"
 )
 
@@ -97,4 +98,21 @@ type Run struct {
 	StoppedAt   time.Time // zero: no clean stop (crashed, or still running)
 	Version     string
 	PID         int
+}
+
+// AddSilences appends the silences of every source of opt with an
+// expect_within, as find reports them per source, in start order.
+func (rep *GapReport) AddSilences(opt GapOptions, find func(SourcePolicy) ([]Silence, error)) error {
+	for _, p := range opt.Sources {
+		if p.ExpectWithin <= 0 {
+			continue
+		}
+		sil, err := find(p)
+		if err != nil {
+			return err
+		}
+		rep.Silences = append(rep.Silences, sil...)
+	}
+	sort.SliceStable(rep.Silences, func(i, j int) bool { return rep.Silences[i].Start.Before(rep.Silences[j].Start) })
+	return nil
 }

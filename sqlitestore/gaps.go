@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hookwarden/hookwarden"
-	"sort"
 	"time"
 )
 
@@ -101,18 +100,10 @@ func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden
 	if len(runs) > 0 {
 		first = runs[0].StartedAt
 	}
-	for _, p := range opt.Sources {
-		if p.ExpectWithin <= 0 {
-			continue
-		}
-		sil, err := s.silences(ctx, p, opt.Since, first, now)
-		if err != nil {
-			return rep, err
-		}
-		rep.Silences = append(rep.Silences, sil...)
-	}
-	sort.SliceStable(rep.Silences, func(i, j int) bool { return rep.Silences[i].Start.Before(rep.Silences[j].Start) })
-	return rep, nil
+	err = rep.AddSilences(opt, func(p hookwarden.SourcePolicy) ([]hookwarden.Silence, error) {
+		return s.silences(ctx, p, opt.Since, first, now)
+	})
+	return rep, err
 }
 
 // silences finds gaps between consecutive requests of one source longer than
