@@ -37,6 +37,24 @@ func jsonValue(doc []byte, path []string) (string, bool) {
 	return "", false // object, array, null, true, false
 }
 
+// Member returns the raw bytes of the value of the member named key of the
+// JSON object that doc holds (space around it allowed), or nil when doc is
+// not an object or has no such member. With duplicate keys it is the last
+// one, as encoding/json decodes it. doc must be valid JSON (json.Valid): the
+// scan skips values by counting brackets. The content filters use it to read
+// only the parts of a body an expression selects.
+func Member(doc []byte, key string) []byte {
+	v := trimSpace(doc)
+	if len(v) == 0 || v[0] != '{' {
+		return nil
+	}
+	return member(v, key)
+}
+
+// Unquote decodes a quoted JSON string exactly as encoding/json does
+// (invalid UTF-8 and lone surrogates become U+FFFD).
+func Unquote(raw []byte) (string, bool) { return unquote(raw) }
+
 // member returns the raw value of the last member named key of the object
 // that starts obj (last wins, as with encoding/json), or nil.
 func member(obj []byte, key string) []byte {
