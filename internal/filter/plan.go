@@ -38,22 +38,22 @@ type plan struct {
 
 // node is one value on the paths an expression reads.
 type node struct {
-	whole bool             // the value is used as a whole: decode it all
-	keys  map[string]*node // members selected from it by a constant key
+	whole bool     // the value is used as a whole: decode it all
+	keys  []string // members selected from it by a constant key
+	kids  []*node  // kids[i] is what is read of member keys[i]
 }
 
 // presence: only whether the member exists is read (has(body.a)).
 func (n *node) presence() bool { return !n.whole && len(n.keys) == 0 }
 
 func (n *node) child(k string) *node {
-	if n.keys == nil {
-		n.keys = map[string]*node{}
+	for i, key := range n.keys {
+		if key == k {
+			return n.kids[i]
+		}
 	}
-	c := n.keys[k]
-	if c == nil {
-		c = &node{}
-		n.keys[k] = c
-	}
+	c := &node{}
+	n.keys, n.kids = append(n.keys, k), append(n.kids, c)
 	return c
 }
 
@@ -159,12 +159,19 @@ func partial(doc []byte, n *node) (any, error) {
 	if len(doc) == 0 || doc[0] != '{' {
 		return decode(doc) // selecting from a non-object: the same error as the full decode
 	}
+	var buf [4][]byte
+	raws := buf[:0]
+	if len(n.keys) > len(buf) {
+		raws = make([][]byte, len(n.keys))
+	}
+	raws = raws[:len(n.keys)]
+	extract.Members(doc, n.keys, raws) // one scan for every key
 	m := make(map[string]any, len(n.keys))
-	for k, c := range n.keys {
-		raw := extract.Member(doc, k)
+	for i, raw := range raws {
 		if raw == nil {
 			continue
 		}
+		k, c := n.keys[i], n.kids[i]
 		if c.presence() {
 			m[k] = nil // read by has() only: the value does not matter
 			continue
@@ -216,13 +223,50 @@ const maxIntDigits = 308
 
 // mayOverflow reports whether the valid JSON document b may hold a number
 // out of a float64's range (1e400), which makes json.Unmarshal fail and the
-// whole body null, wherever the number is. Conservative: a long run of
-// digits, or such a number inside a string, says yes too, and the caller
-// then decodes the whole body, which decides.
+// whole body null, wherever the number is. It skips the strings (IndexByte
+// finds their quotes) and looks at the numbers between them. Conservative: a
+// long run of digits says yes too, and the caller then decodes the whole
+// body, which decides.
 func mayOverflow(b []byte) bool {
-	if len(b) <= maxIntDigits && bytes.IndexAny(b, "eE") < 0 {
-		return false
+	for i := 0; i < len(b); {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return numbersOverflow(b[i:])
+		}
+		if numbersOverflow(b[i : i+q]) {
+			return true
+		}
+		i = closingQuote(b, i+q) + 1
+		if i == 0 {
+			return false // not valid JSON: not the case here
+		}
 	}
+	return false
+}
+
+// closingQuote is the index of the quote that ends the string opening at
+// b[open], or -1: the next one after an even run of backslashes.
+func closingQuote(b []byte, open int) int {
+	for j := open + 1; ; {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += j
+		n := 0
+		for p := q - 1; p > open && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		j = q + 1
+	}
+}
+
+// numbersOverflow looks at the numbers of a part of a document outside its
+// strings.
+func numbersOverflow(b []byte) bool {
 	run := 0 // digits just before b[i]
 	for i, c := range b {
 		switch {
@@ -258,7 +302,6 @@ func expOverflows(b []byte, i int) bool {
 		end++
 	}
 	_, err := strconv.ParseFloat(string(b[start:end]), 64)
-	// A syntax error is not a JSON number (in a string: "1ex").
 	return errors.Is(err, strconv.ErrRange)
 }
 
