@@ -196,6 +196,9 @@ func (e *Event) bodyVal(n *node) ref.Val {
 	if e.Doc != nil {
 		doc = e.Doc.Bytes
 	}
+	if n == nil || n.whole {
+		return e.decodeWhole(doc)
+	}
 	if e.decodable == 0 {
 		e.decodable = 1
 		valid := false
@@ -214,7 +217,7 @@ func (e *Event) bodyVal(n *node) ref.Val {
 	case e.decodable == 2:
 		e.full = types.NullValue // not JSON: null, for every plan
 		return e.full
-	case e.decodable == 1 && n != nil && !n.whole:
+	case e.decodable == 1:
 		if e.partialOf == n {
 			return e.partialVal
 		}
@@ -223,6 +226,11 @@ func (e *Event) bodyVal(n *node) ref.Val {
 			return e.partialVal
 		}
 	}
+	return e.decodeWhole(doc)
+}
+
+// decodeWhole decodes the whole body, as every plan may read it.
+func (e *Event) decodeWhole(doc []byte) ref.Val {
 	var v any
 	if json.Unmarshal(doc, &v) != nil {
 		v = nil
