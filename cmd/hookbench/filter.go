@@ -53,23 +53,23 @@ type filterReport struct {
 	RoundRatios  []float64 `json:"round_ratios"`
 	// MedianRatio is the median of RoundRatios: on a shared machine one
 	// disturbed cell moves the mean, not the median.
-	MedianRatio   float64   `json:"median_round_ratio"`
-	PlainP50      float64   `json:"plain_p50_ms"`
-	FilteredP50   float64   `json:"filtered_p50_ms"`
-	PlainP99      float64   `json:"plain_p99_ms"`
-	FilteredP99   float64   `json:"filtered_p99_ms"`
-	P99Ratio      float64   `json:"p99_ratio"` // filtered/plain
-	P99Rounds     []float64 `json:"p99_round_ratios"`
-	PlainCPU      float64   `json:"plain_cpu_us_per_ack"`
-	FilteredCPU   float64   `json:"filtered_cpu_us_per_ack"`
+	MedianRatio float64   `json:"median_round_ratio"`
+	PlainP50    float64   `json:"plain_p50_ms"`
+	FilteredP50 float64   `json:"filtered_p50_ms"`
+	PlainP99    float64   `json:"plain_p99_ms"`
+	FilteredP99 float64   `json:"filtered_p99_ms"`
+	P99Ratio    float64   `json:"p99_ratio"` // filtered/plain
+	P99Rounds   []float64 `json:"p99_round_ratios"`
+	PlainCPU    float64   `json:"plain_cpu_us_per_ack"`
+	FilteredCPU float64   `json:"filtered_cpu_us_per_ack"`
 	// CPURounds are each round's filtered/plain CPU µs per ack, and
 	// MedianCPURatio their median: the steadier figure on a shared machine,
 	// where acks/s moves with the neighbours' load.
 	CPURounds      []float64 `json:"cpu_round_ratios"`
 	MedianCPURatio float64   `json:"median_cpu_round_ratio"`
-	PlainBatch    float64   `json:"plain_avg_commit_batch"`
-	FilteredBatch float64   `json:"filtered_avg_commit_batch"`
-	Cells         []cell    `json:"cells"`
+	PlainBatch     float64   `json:"plain_avg_commit_batch"`
+	FilteredBatch  float64   `json:"filtered_avg_commit_batch"`
+	Cells          []cell    `json:"cells"`
 }
 
 // filterRounds is the least number of rounds of the filter phase: even, so
