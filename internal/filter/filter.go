@@ -20,8 +20,11 @@
 //     CEL's JSON mapping), or null when it is not JSON. For a batch source
 //     (SendGrid) it is the element the event came from.
 //
-// The body is parsed at most once per Event and only when an expression reads
-// it; the headers are converted at most once per Request.
+// The body is decoded only when an expression reads it, and then only the
+// members it selects by constant keys (plan.go); a use of the whole body
+// decodes it once per Event for every filter. The whole headers map is
+// converted at most once per Request, and only for an expression that uses
+// it whole.
 package filter
 
 import (
@@ -173,7 +176,7 @@ func (e *Event) ResolveName(name string) (any, bool) {
 		if e.Request == nil {
 			return types.DefaultTypeAdapter.NativeToValue(map[string]string{}), true
 		}
-		if e.cur != nil && !e.cur.headersAll {
+		if e.cur != nil && !e.cur.headersAll && e.Request.headers == nil {
 			return types.DefaultTypeAdapter.NativeToValue(headerSubset(e.Request.Header, e.cur.headers)), true
 		}
 		return e.Request.headerVal(), true
