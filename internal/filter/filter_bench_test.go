@@ -31,7 +31,7 @@ const (
 // body members it reads decoded, the expression evaluated. Full is the same
 // with the whole body decoded (the evaluation before partial decoding), the
 // baseline of the ratio; Validated is an event whose body the extractors
-// have already checked (extract.Body), as the receiver passes it.
+// have already checked as JSON (extract.Body), as the receiver passes it.
 func BenchmarkFilterEval(b *testing.B) {
 	b.Run("partial", func(b *testing.B) { benchEval(b, benchOnBody, nil, false) })
 	b.Run("validated", func(b *testing.B) { benchEval(b, benchOnBody, nil, true) })
@@ -58,14 +58,16 @@ func benchEval(b *testing.B, expr string, p *plan, validated bool) {
 	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Stripe-Signature": {"t=1,v1=ab"},
 		"User-Agent": {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"}, "Accept": {"*/*; q=0.5, application/xml"},
 		"Cache-Control": {"no-cache"}, "Content-Length": {"1024"}, "Host": {"hooks.example.com"}}
+	// The receiver's extractors have checked the body before the filters.
+	doc := &extract.Body{Bytes: body}
+	doc.ValidJSON()
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	for b.Loop() {
 		e := &Event{Request: &Request{Source: "stripe", Header: h}, ID: "evt_1QxYz2LkdIwHu7ix", Type: "invoice.paid", Body: body}
 		if validated {
-			e.Doc = &extract.Body{Bytes: body}
-			e.Doc.ValidJSON()
+			e.Doc = doc
 		}
 		ok, err := f.Match(e)
 		if !ok || err != nil {
