@@ -204,9 +204,9 @@ func (e *Event) bodyVal(n *node) ref.Val {
 	}
 	if e.decodable == 0 {
 		e.decodable = 1
-		valid := false
+		var valid bool
 		if e.Doc != nil {
-			valid = e.Doc.ValidJSON()
+			valid = e.Doc.ValidJSON() // checked by the extractors already, as a rule
 		} else {
 			valid = json.Valid(doc)
 		}
