@@ -26,7 +26,7 @@ func burstLeaks(t *testing.T, k storeKind) {
 	ctx := deadline(t, 20*time.Minute)
 
 	// Warm-up: caches, pools and the runtime reach their working size.
-	p.run(ctx, 32, 2000, 0, nil, "warmup", 500)
+	p.run(ctx, 32, min(2000, sc.burst), 0, nil, "warmup", 500)
 	settleIdle(t, srv, p)
 	base := srv.baseline()
 

@@ -145,9 +145,9 @@ func (sc scale) on(k storeKind) scale {
 	sc.diskSize = "160m"
 	if sc.name == "short" {
 		sc.smallDiskSize = "160m"
-		sc.killWindow = 12 * time.Second
-		sc.redrive = 2000
-		sc.burst = 2000
+		sc.killWindow = 10 * time.Second
+		sc.redrive = 1000
+		sc.burst = 1000
 	} else {
 		sc.smallDiskSize = "256m"
 		sc.redrive = 20000
