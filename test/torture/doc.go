@@ -26,7 +26,7 @@
 // in one summary table; docs/reliability.md explains each scenario and keeps
 // the latest long-form table.
 //
-// The short forms run by default (`make torture-short`, about six minutes);
+// The short forms run by default (`make torture-short`; on both stores about nine minutes on a loaded 2-core machine);
 // the long forms run with -torture.long or HOOKWARDEN_TORTURE=long
 // (`make torture`). Mount-based scenarios need root and skip without it.
 // Under -race every test skips: timings mean nothing there, and the CI runs
