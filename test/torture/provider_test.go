@@ -371,7 +371,7 @@ func (o outcome) check(t testing.TB, r *row) {
 		t.Errorf("LOST: %d acknowledged events never delivered (first: %v)", o.Lost, o.lostIDs)
 	}
 	if o.Unclaimed > 0 {
-		t.Errorf("LOST: %d acknowledged events have no claim in the database file (first: %v)", o.Unclaimed, o.unclaimedIDs)
+		t.Errorf("LOST: %d acknowledged events have no claim in the store (first: %v)", o.Unclaimed, o.unclaimedIDs)
 	}
 	if o.Phantom > 0 {
 		t.Errorf("%d deliveries of event ids never sent", o.Phantom)
