@@ -120,6 +120,34 @@ func testGapsClean(t *testing.T, h Harness) {
 	}
 }
 
+// testGapsLiveRun: a live run (no stop, a fresh heartbeat) is up until
+// now, so a second run starting between two of its heartbeats (another
+// instance, or a second process by mistake) leaves no window; once both
+// heartbeats are stale, the open window starts at the later one.
+func testGapsLiveRun(t *testing.T, h Harness) {
+	f := setup(t, h)
+	t0 := f.clock.Now()
+	run1 := f.startRun()
+	f.clock.Add(5 * time.Second)
+	f.heartbeat(run1)
+	f.clock.Add(3 * time.Second) // +8s: between run1's heartbeats
+	run2 := f.startRun()
+	if rep := f.gaps(GapOptions{Stale: 10 * time.Second}); rep.Runs != 2 || len(rep.Outages) != 0 {
+		t.Fatalf("gaps with run1 alive when run2 started: %+v, want no window", rep)
+	}
+	f.clock.Add(2 * time.Second)
+	f.heartbeat(run1) // +10s
+	f.heartbeat(run2)
+	f.clock.Add(time.Minute)
+	rep := f.gaps(GapOptions{Stale: 10 * time.Second})
+	if len(rep.Outages) != 1 {
+		t.Fatalf("gaps after both died: %+v, want one open window", rep.Outages)
+	}
+	if o := rep.Outages[0]; !o.Open || !o.Crash || !o.Start.Equal(t0.Add(10*time.Second)) || o.Length != time.Minute {
+		t.Fatalf("window %+v, want open, a crash, from the last heartbeat (+10s)", o)
+	}
+}
+
 // testSilences: a source with expect_within is reported when it went
 // silent longer than that, between requests and since its last one.
 func testSilences(t *testing.T, h Harness) {
