@@ -148,7 +148,11 @@ func GapsOf(runs []Run, now time.Time, opt GapOptions) GapReport {
 //
 // A run is up from its start to its end: its clean stop, else its last
 // heartbeat; a live run (no stop, a heartbeat at most Stale old) is up until
-// now, so a run starting between two heartbeats of another is no window.
+// now, so another instance's run starting between two of its heartbeats is
+// no window. A later run of the same instance proves the one before it
+// died (an SQLite file has one owner; on PostgreSQL two processes of one
+// name count as one): it ends at its last heartbeat however fresh, so a
+// kill -9 and a quick restart show their crash window at once.
 // Runs may overlap (several instances, or two processes by mistake): an
 // outage is a hole in the union of the runs, from the latest end before it
 // to the next start. Windows after a clean stop shorter than MinClean are
@@ -162,10 +166,14 @@ func Outages(runs []Run, now time.Time, opt GapOptions) []Outage {
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
+	latest := map[string]int{} // per instance, its last run
+	for i, r := range runs {
+		latest[r.Instance] = i
+	}
 	ends := make([]time.Time, len(runs))
 	for i, r := range runs {
 		switch {
-		case r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale:
+		case r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale && latest[r.Instance] == i:
 			ends[i] = now // alive
 		case !r.StoppedAt.IsZero() && r.StoppedAt.After(r.HeartbeatAt):
 			ends[i] = r.StoppedAt

@@ -118,10 +118,16 @@ func TestOutages(t *testing.T) {
 			want: nil,
 		},
 		{
-			name: "a run starting between a live run's heartbeats is no window",
-			runs: []Run{run(1, "", 0, 97, -1), run(2, "", 99, 99, -1)},
+			name: "another instance's run starting between a live run's heartbeats is no window",
+			runs: []Run{run(1, "a", 0, 97, -1), run(2, "b", 99, 99, -1)},
 			now:  100,
 			want: nil,
+		},
+		{
+			name: "a later run of the same instance proves the one before it died, heartbeat fresh or not",
+			runs: []Run{run(1, "", 0, 97, -1), run(2, "", 99, 99, -1)},
+			now:  100,
+			want: []string{"outage 97-99 1>2 crash"},
 		},
 		{
 			name: "Stale set by the caller",
@@ -247,7 +253,16 @@ func TestOutagesAsTheQuadraticWalk(t *testing.T) {
 // Outages, for runs in start order.
 func quadraticOutages(runs []Run, now time.Time, opt GapOptions) []Outage {
 	opt = opt.withDefaults()
-	alive := func(r *Run) bool { return r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale }
+	// As pgstore's, but for the rule Outages adds: a later run of the same
+	// instance ends the one before at its last heartbeat.
+	alive := func(r *Run) bool {
+		for _, o := range runs {
+			if o.Instance == r.Instance && (o.StartedAt.After(r.StartedAt) || o.StartedAt.Equal(r.StartedAt) && o.ID > r.ID) {
+				return false
+			}
+		}
+		return r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale
+	}
 	end := func(r *Run) time.Time {
 		if alive(r) {
 			return now
