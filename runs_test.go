@@ -255,13 +255,17 @@ func quadraticOutages(runs []Run, now time.Time, opt GapOptions) []Outage {
 	opt = opt.withDefaults()
 	// As pgstore's, but for the rule Outages adds: a later run of the same
 	// instance ends the one before at its last heartbeat.
-	alive := func(r *Run) bool {
+	superseded := map[int64]bool{}
+	for _, r := range runs {
 		for _, o := range runs {
 			if o.Instance == r.Instance && (o.StartedAt.After(r.StartedAt) || o.StartedAt.Equal(r.StartedAt) && o.ID > r.ID) {
-				return false
+				superseded[r.ID] = true
+				break
 			}
 		}
-		return r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale
+	}
+	alive := func(r *Run) bool {
+		return !superseded[r.ID] && r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale
 	}
 	end := func(r *Run) time.Time {
 		if alive(r) {
