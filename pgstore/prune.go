@@ -112,6 +112,11 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 			return res, err
 		}
 	}
+	if !opt.DryRun {
+		if err := s.foldCounts(ctx); err != nil {
+			return res, err
+		}
+	}
 	if res.AuditID != 0 {
 		if err := s.write(ctx, func(ctx context.Context, tx pgx.Tx) error { return auditResultTx(ctx, tx, res.AuditID, res) }); err != nil {
 			return res, fmt.Errorf("prune: %w", err)
