@@ -102,6 +102,10 @@ type PruneSteps struct {
 	Claims, BodyKeys, Hourly, Quarantine, Payloads PruneTier
 	Tokens                                         func(ctx context.Context, opt PruneOptions, now time.Time, res *PruneResult) error
 	CountHeld                                      func(ctx context.Context, res *PruneResult) error
+	// Tidy, if set, runs after the tiers on a pass that is not a dry run:
+	// the store's own housekeeping (pgstore folds the count rows of server
+	// processes that are gone).
+	Tidy func(ctx context.Context) error
 	// AuditResult gives the entry (id) the pass's result after its last batch.
 	AuditResult func(ctx context.Context, id int64, res PruneResult) error
 }
@@ -159,6 +163,11 @@ func PrunePass(ctx context.Context, opt PruneOptions, now time.Time, st PruneSte
 	}
 	for _, tier := range tiers {
 		if err := tier(ctx, opt, &res); err != nil {
+			return res, err
+		}
+	}
+	if st.Tidy != nil && !opt.DryRun {
+		if err := st.Tidy(ctx); err != nil {
 			return res, err
 		}
 	}

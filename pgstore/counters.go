@@ -1,9 +1,10 @@
 package pgstore
 
 // Counts read from the counters and hourly tables, which triggers keep in
-// the same transaction as the rows they count (migrations/0006_counters.sql),
-// each count spread over a few shard rows that a read sums: the cost of a
-// read follows the number of sources and destinations, not the history.
+// the same transaction as the rows they count (migrations/0006_counters.sql,
+// 0007_counter_rows.sql), each count spread over one row per server process
+// that wrote it, which a read sums: the cost of a read follows the number of
+// sources, destinations and connections, not the history.
 
 import (
 	"context"
@@ -146,6 +147,20 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 	})
 	if err != nil {
 		return fmt.Errorf("prune hourly counts: %w", err)
+	}
+	return nil
+}
+
+// foldCounts folds the count rows of server processes that are gone into
+// one row per count (hw_fold_counts, migrations/0007_counter_rows.sql):
+// without it each new connection would add rows that every read sums.
+func (s *Store) foldCounts(ctx context.Context) error {
+	err := s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT hw_fold_counts()`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("prune: fold counts: %w", err)
 	}
 	return nil
 }

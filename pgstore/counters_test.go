@@ -209,6 +209,51 @@ func TestCountersFollowRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the counts of 32 concurrent records went to %d shard rows", shards)
+	if shards < 2 {
+		t.Errorf("32 concurrent records over the pool wrote %d count row(s) of their source: want one per connection", shards)
+	}
+
+	// The connections that wrote them close: Prune folds their rows into
+	// one per count, and the sums do not move.
+	var pids []int32
+	if err := q.s.pool.QueryRow(q.ctx, `SELECT array_agg(DISTINCT shard) FROM counters WHERE shard <> 0`).Scan(&pids); err != nil {
+		t.Fatal(err)
+	}
+	q.s.pool.Reset()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var live int
+		if err := q.s.pool.QueryRow(q.ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&live); err != nil {
+			t.Fatal(err)
+		}
+		if live == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the closed connections' server processes still live after 10 s", live)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := q.s.Prune(q.ctx, hookwarden.PruneOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("a fold of closed connections' rows", false)
+	var left int
+	if err := q.s.pool.QueryRow(q.ctx, `SELECT (SELECT count(*) FROM counters WHERE shard = ANY($1))
+		+ (SELECT count(*) FROM hourly WHERE shard = ANY($1))`, pids).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("after the fold, %d count rows of closed connections are left", left)
+	}
+	if err := q.s.pool.QueryRow(q.ctx, `SELECT count(*) FROM counters WHERE name = 'many'`).Scan(&shards); err != nil {
+		t.Fatal(err)
+	}
+	if shards != 2 { // accepted and duplicate, in shard 0
+		t.Errorf("after the fold, source many has %d count rows, want 2", shards)
+	}
+	// Counting goes on in the new connections' rows.
+	q.recordAll(rs[:8])
+	check("records after the fold", false)
 
 	// Deletes as retention makes them, children first.
 	for _, del := range []string{

@@ -7,7 +7,7 @@ import (
 )
 
 // Derived tables are counts the stores keep with triggers as rows are
-// written (counters and hourly: SQLite's schema 12, PostgreSQL's 6). They
+// written (counters and hourly: SQLite's schema 12, PostgreSQL's 6 and 7). They
 // are not copied row by row: their encodings differ (PostgreSQL spreads a
 // count over shard rows; an hour is text on SQLite, timestamptz on
 // PostgreSQL), and the destination's triggers count the rows as the copy
@@ -57,7 +57,7 @@ func copyHourly(ctx context.Context, src Source, dst Destination, to Table) (int
 			out[1] = hour.Format(hourText)
 		}
 		if len(cols) == 6 {
-			out = append(out, int16(0)) // one shard holds the sum
+			out = append(out, int32(0)) // one shard holds the sum (no backend's pid)
 		}
 		return out, true, nil
 	}
