@@ -9,7 +9,7 @@
 // `hookwarden check` asks of a database, writing nothing), the schema
 // (migrations/0001_init.sql, the SQLite schema at version 8, and the
 // migrations after it: lease holders, prune indexes, flow, backfill,
-// counters kept by triggers), Record (hookwarden.Recorder: a new single
+// counters kept by triggers, listing indexes), Record (hookwarden.Recorder: a new single
 // event in one statement, fresh.go; with the direct
 // hand-over of SetDirect: a new job given a free slot is committed leased
 // to this process's run and handed over after COMMIT), the queue
