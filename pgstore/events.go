@@ -8,10 +8,12 @@ package pgstore
 // them, which at that level never fails for a conflict.
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,7 +160,11 @@ func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items
 				return err
 			}
 			if pairs != nil {
-				q, args = pairsQuery(f, pairs, limit)
+				ids, err := listPairs(ctx, tx, f, pairs, limit)
+				if err != nil {
+					return err
+				}
+				q, args = summariesSQL, []any{ids}
 			}
 		}
 		rows, err := tx.Query(ctx, q, args...)
@@ -253,25 +259,73 @@ func eventsQuery(f hookwarden.EventFilter) (q string, args []any, limit int, err
 	return q, w.args, limit, nil
 }
 
-// pairsQuery is ListEvents' statement for f over the (source, type) pairs
-// it matches: the newest limit+1 ids of each pair, a backward range of
-// events_source_type, merged, then their summaries.
-func pairsQuery(f hookwarden.EventFilter, pairs [][2]string, limit int) (string, []any) {
-	var w where
-	srcs, types := make([]string, len(pairs)), make([]string, len(pairs))
-	for i, p := range pairs {
-		srcs[i], types[i] = p[0], p[1]
+// pairListSQL reads the newest ids of one (source, type) pair ($1, $2)
+// below $3 and from $4 on, claimed at or after $5 (with since), for
+// status delivered (with delivered), at most $6: a backward range of
+// events_source_type (source, event_type, id). One statement per pair,
+// with the pair's own values: planned for one pair the planner knows a rare
+// one from a common one, which a join over the list of pairs hides.
+func pairListSQL(since, delivered bool) string {
+	q := `SELECT e.id FROM events e WHERE e.source = $1 AND e.event_type = $2 AND e.id < $3 AND e.id >= $4`
+	if since {
+		q += ` AND e.claimed_at >= $5`
+	} else {
+		q += ` AND $5::timestamptz IS NULL`
 	}
-	ps, pt := w.arg(srcs), w.arg(types)
-	w.add("e.source = p.source")
-	w.add("e.event_type = p.event_type")
-	_ = filterConds(&w, f) // the status was checked by eventsQuery
-	n := w.arg(limit + 1)
-	q := "SELECT " + eventColumns + " FROM " + eventFrom + ` WHERE e.id = ANY (ARRAY(
-	SELECT pg.id FROM unnest(` + ps + `::text[], ` + pt + `::text[]) AS p(source, event_type)
-		CROSS JOIN LATERAL (SELECT e.id FROM events e` + w.String() + ` ORDER BY e.id DESC LIMIT ` + n + `) pg
-	ORDER BY pg.id DESC LIMIT ` + n + `)) ORDER BY e.id DESC`
-	return q, w.args
+	if delivered {
+		q += ` AND NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state <> 'delivered')`
+	}
+	return q + ` ORDER BY e.id DESC LIMIT $6`
+}
+
+// summariesSQL reads the summaries of the events whose ids are $1, newest
+// first.
+const summariesSQL = "SELECT " + eventColumns + " FROM " + eventFrom + " WHERE e.id = ANY ($1::bigint[]) ORDER BY e.id DESC"
+
+// sinceRefSQL: the lowest id claimed at or after $1 can have (sinceRef).
+var sinceRefSQL = "SELECT " + sinceRef("$1")
+
+// listPairs lists the ids of f's page (limit+1 of them) over the pairs it
+// matches: each pair's newest, by pairListSQL in one batch (one round
+// trip), merged newest first.
+func listPairs(ctx context.Context, tx pgx.Tx, f hookwarden.EventFilter, pairs [][2]string, limit int) ([]int64, error) {
+	hi, lo := int64(1<<63-1), int64(0)
+	if f.Cursor > 0 {
+		hi = f.Cursor
+	}
+	var since *time.Time
+	if !f.Since.IsZero() {
+		at := f.Since.UTC()
+		since = &at
+		if err := tx.QueryRow(ctx, sinceRefSQL, at).Scan(&lo); err != nil {
+			return nil, err
+		}
+	}
+	q := pairListSQL(since != nil, f.Status == hookwarden.StatusDelivered)
+	var b pgx.Batch
+	for _, p := range pairs {
+		b.Queue(q, p[0], p[1], hi, lo, since, limit+1)
+	}
+	br := tx.SendBatch(ctx, &b)
+	var ids []int64
+	for range pairs {
+		rows, err := br.Query()
+		if err != nil {
+			br.Close()
+			return nil, err
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			br.Close()
+			return nil, err
+		}
+		ids = append(ids, got...)
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ids, func(a, b int64) int { return cmp.Compare(b, a) })
+	return ids[:min(len(ids), limit+1)], nil
 }
 
 // maxTypePairs bounds the (source, type) pairs a listing merges; a filter

@@ -74,31 +74,38 @@ func (s *Store) LastAccepted(ctx context.Context, sources []string) (map[string]
 // repeats received since each bound ($2: the hour, $3: the day; w is 0 and
 // 1). The whole hours of a window come from hourly (a range of its key per
 // source); only the part of its first hour after the bound, when the bound
-// is not on the hour, is counted from rows: the events from that hour's
-// first_ref on, up to the first claim two hours later (of any source
-// named), on the primary key; the repeats on receipts' (source,
-// received_at) index. Each walk is at most an hour of traffic, whatever the
-// history holds.
+// is not on the hour, is counted from rows: the events from the least
+// first_ref of that hour on, up to the first claim two hours later, in one
+// walk of the primary key for all sources; the repeats on receipts'
+// (source, received_at) index. Each walk is at most two hours of traffic,
+// whatever the history holds.
 const recentCountsSQL = `
-SELECT s, v.w, h.a + e.n, h.d + r.n + b.n
+WITH x AS (
+	SELECT w, since, first, CASE WHEN first = since THEN first ELSE first + interval '1 hour' END AS whole
+	FROM (VALUES (0, $2::timestamptz), (1, $3::timestamptz)) AS v(w, since)
+		CROSS JOIN LATERAL (SELECT date_trunc('hour', since, 'UTC') AS first) f),
+b AS (
+	SELECT w, since, whole,
+		(SELECT min(first_ref) FROM hourly WHERE source = ANY ($1::text[]) AND hour = x.first) AS lo,
+		COALESCE((SELECT min(first_ref) FROM hourly WHERE hour >= x.first + interval '2 hours'), 9223372036854775807) AS hi
+	FROM x WHERE whole > since),
+e AS (
+	SELECT b.w, ev.source, count(*) AS n
+	FROM b JOIN events ev ON ev.id >= b.lo AND ev.id < b.hi
+	WHERE ev.claimed_at >= b.since AND ev.claimed_at < b.whole AND ev.source = ANY ($1::text[])
+	GROUP BY b.w, ev.source)
+SELECT s, x.w, h.a + COALESCE(e.n, 0), h.d + r.n + bt.n
 FROM unnest($1::text[]) AS s
-	CROSS JOIN (VALUES (0, $2::timestamptz), (1, $3::timestamptz)) AS v(w, since)
-	CROSS JOIN LATERAL (SELECT date_trunc('hour', v.since, 'UTC') AS first) f
-	CROSS JOIN LATERAL (SELECT CASE WHEN f.first = v.since THEN f.first ELSE f.first + interval '1 hour' END AS whole) x
+	CROSS JOIN x
+	LEFT JOIN e ON e.w = x.w AND e.source = s
 	CROSS JOIN LATERAL (SELECT COALESCE(sum(accepted), 0)::bigint AS a, COALESCE(sum(duplicates), 0)::bigint AS d
 		FROM hourly WHERE source = s AND hour >= x.whole) h
-	CROSS JOIN LATERAL (SELECT count(*) AS n FROM events
-		WHERE x.whole > v.since AND source = s AND claimed_at >= v.since AND claimed_at < x.whole
-			AND id >= (SELECT min(first_ref) FROM hourly WHERE source = s AND hour = f.first)
-			AND id < COALESCE((SELECT min(m.ref) FROM unnest($1::text[]) AS s2
-				CROSS JOIN LATERAL (SELECT min(first_ref) AS ref FROM hourly
-					WHERE source = s2 AND hour >= f.first + interval '2 hours') m), 9223372036854775807)) e
 	CROSS JOIN LATERAL (SELECT count(*) AS n FROM receipts
-		WHERE x.whole > v.since AND source = s AND received_at >= v.since AND received_at < x.whole
+		WHERE source = s AND received_at >= x.since AND received_at < x.whole
 			AND kind IN ('duplicate', 'divergent')) r
 	CROSS JOIN LATERAL (SELECT count(*) AS n FROM receipts rb JOIN receipt_events re ON re.receipt_id = rb.id
-		WHERE x.whole > v.since AND rb.source = s AND rb.received_at >= v.since AND rb.received_at < x.whole
-			AND rb.kind = 'batch' AND re.kind <> 'accepted') b`
+		WHERE rb.source = s AND rb.received_at >= x.since AND rb.received_at < x.whole
+			AND rb.kind = 'batch' AND re.kind <> 'accepted') bt`
 
 // RecentCounts counts each source's accepted events and duplicates since
 // hour ([0]) and since day ([1]), for the dashboard, from the hourly counts
