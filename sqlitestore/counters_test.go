@@ -258,7 +258,7 @@ func TestFillHistory(t *testing.T) {
 	c := newTestClock()
 	s := MustOpen(t, Options{Now: c.Now})
 	ctx := context.Background()
-	if err := s.FillHistory(ctx, History{Claims: 50000, Payloads: 10000, Source: "bench", Body: 64}, nil); err != nil {
+	if err := s.FillHistory(ctx, hookwarden.History{Claims: 50000, Payloads: 10000, Source: "bench", Body: 64}, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.Stats(ctx, []string{"bench", "other", "rare"}, []string{"bench/app"})
