@@ -255,7 +255,11 @@ func eventsQuery(f hookwarden.EventFilter) (q string, args []any, limit int, err
 		return "", nil, 0, err
 	}
 	limit = limitOf(f.Limit)
-	q = "SELECT " + eventColumns + " FROM " + eventFrom + w.String() + " ORDER BY e.id DESC LIMIT " + w.arg(limit+1)
+	// The page's ids first, then their summaries: the planner may gather a
+	// filter's matches before it orders them (the backlog, for --status
+	// pending), and must not sum every match's jobs and receipts on the way.
+	q = "SELECT " + eventColumns + " FROM " + eventFrom + " WHERE e.id = ANY (ARRAY(SELECT e.id FROM events e" + w.String() +
+		" ORDER BY e.id DESC LIMIT " + w.arg(limit+1) + ")) ORDER BY e.id DESC"
 	return q, w.args, limit, nil
 }
 
