@@ -411,7 +411,10 @@ func fillHistory(ctx context.Context, path, url string, claims, payloads, body i
 		if err := config.CheckPostgresURL(url); err != nil {
 			return usageErrorf("--url: %v", err)
 		}
-		st, err := pgstore.Open(ctx, url, pgstore.Options{})
+		// A transaction of the fill is thousands of rows, each counted by
+		// the triggers: on a busy machine it outlasts the default bound of
+		// a call, meant for requests.
+		st, err := pgstore.Open(ctx, url, pgstore.Options{Timeout: 5 * time.Minute})
 		if err != nil {
 			return fmt.Errorf("--url: %w", err)
 		}
