@@ -89,7 +89,7 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 		if err := s.prunePayloads(ctx, opt, &res); err != nil {
 			return res, err
 		}
-		if err := s.countHeld(ctx, opt.DryRun, &res); err != nil {
+		if err := s.countHeld(ctx, &res); err != nil {
 			return res, err
 		}
 	}
@@ -150,10 +150,10 @@ SELECT
 
 // countHeld counts the events older than the payload cutoff that wait for a
 // human, after the payload walk (countHeldSQL; a dry run countHeldDrySQL).
-func (s *Store) countHeld(ctx context.Context, dry bool, res *hookwarden.PruneResult) error {
+func (s *Store) countHeld(ctx context.Context, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.PayloadCutoff)
 	q := countHeldSQL
-	if dry {
+	if res.DryRun {
 		q = countHeldDrySQL
 	}
 	err := s.rdb.QueryRowContext(ctx, q, cut).Scan(&res.HeldDead, &res.HeldPending, &res.HeldQuarantined)
