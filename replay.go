@@ -3,6 +3,7 @@ package hookwarden
 // Replay: what an operator selects to deliver again, and what the store did.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -137,4 +138,81 @@ type ReplayAuditResult struct {
 	Selected int `json:"selected"`
 	Replayed int `json:"replayed"`
 	Skipped  int `json:"skipped"`
+}
+
+// ReplayBatch resets one batch of jobs (ids) in one transaction, checking
+// every rule there, and writes or brings up to date the replay's audit
+// entry (audit, nil for none; audit.ID is 0 until a batch wrote it and is
+// set by the batch that does); sofar is the result before this batch. It
+// returns the jobs it reset, those it left and the destinations touched.
+type ReplayBatch func(ctx context.Context, ids []int64, force bool, audit *AuditEntry, sofar ReplayResult) (n int, skipped []ReplaySkip, dests []string, err error)
+
+// ReplayInBatches replays the selected jobs (ids, as the store selected
+// them for sel; res holds what the selection already skipped) in batches of
+// opt.BatchSize, through batch, the same in every store: opt's defaults,
+// the audit entry prepared once, a pause between batches, progress after
+// each, and every destination touched listed once.
+func ReplayInBatches(ctx context.Context, ids []int64, sel ReplaySelector, opt ReplayOptions, res ReplayResult, batch ReplayBatch) (ReplayResult, error) {
+	res.Selected = len(ids)
+	if opt.BatchSize <= 0 {
+		opt.BatchSize = DefaultReplayBatch
+	}
+	if opt.Pause <= 0 {
+		opt.Pause = 5 * time.Millisecond
+	}
+	var audit *AuditEntry
+	if opt.Audit != nil {
+		e := *opt.Audit
+		if e.Action == "" {
+			e.Action = "replay"
+		}
+		if e.Args == nil {
+			e.Args = ReplayAuditArgsOf(sel, opt.Force)
+		}
+		if err := e.Check(); err != nil {
+			return res, err
+		}
+		audit = &e
+	}
+	seen := map[string]bool{}
+	for done := 0; done < len(ids); {
+		if done > 0 {
+			if err := pause(ctx, opt.Pause); err != nil {
+				return res, err
+			}
+		}
+		part := ids[done:min(done+opt.BatchSize, len(ids))]
+		n, skipped, touched, err := batch(ctx, part, opt.Force, audit, res)
+		if err != nil {
+			return res, fmt.Errorf("replay: %w", err)
+		}
+		res.Replayed += n
+		res.Skipped = append(res.Skipped, skipped...)
+		if audit != nil {
+			res.AuditID = audit.ID
+		}
+		for _, d := range touched {
+			if !seen[d] {
+				seen[d] = true
+				res.Destinations = append(res.Destinations, d)
+			}
+		}
+		done += len(part)
+		if opt.Progress != nil {
+			opt.Progress(done, len(ids))
+		}
+	}
+	return res, nil
+}
+
+// pause waits d, or until ctx is done.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -3,6 +3,9 @@ package hookwarden
 // Retention (docs/reference.md, "Configuration"): the tiers, a pruning pass's options and result.
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -86,4 +89,83 @@ type PruneResult struct {
 
 	// AuditID is the audit log entry of the pass (0: none written).
 	AuditID int64 `json:"audit_id,omitempty"`
+}
+
+// PruneTier is one tier of a store's prune pass: it applies opt (defaults
+// filled in) to what res's cutoffs say and adds what it did to res.
+type PruneTier func(ctx context.Context, opt PruneOptions, res *PruneResult) error
+
+// PruneSteps are a store's parts of a prune pass, run by PrunePass.
+type PruneSteps struct {
+	// Audit writes the pass's entry before its first batch.
+	Audit                                          func(ctx context.Context, e AuditEntry) (int64, error)
+	Claims, BodyKeys, Hourly, Quarantine, Payloads PruneTier
+	Tokens                                         func(ctx context.Context, opt PruneOptions, now time.Time, res *PruneResult) error
+	CountHeld                                      func(ctx context.Context, res *PruneResult) error
+	// AuditResult gives the entry (id) the pass's result after its last batch.
+	AuditResult func(ctx context.Context, id int64, res PruneResult) error
+}
+
+// PrunePass is a prune pass at now (the store's clock), the same in every
+// store: the cutoffs of opt, the audit entry first (none in a dry run),
+// then the claims tier with the body keys and hourly counts it leaves
+// behind, held requests, one-time tokens, then payloads and what they must
+// keep (held), and the entry's result last.
+func PrunePass(ctx context.Context, opt PruneOptions, now time.Time, st PruneSteps) (PruneResult, error) {
+	res := PruneResult{DryRun: opt.DryRun}
+	if opt.BatchSize <= 0 {
+		opt.BatchSize = 200
+	}
+	if opt.Pause <= 0 {
+		opt.Pause = 5 * time.Millisecond
+	}
+	if opt.Claims > 0 {
+		res.ClaimCutoff = now.Add(-opt.Claims).UTC()
+	}
+	if opt.Payloads > 0 {
+		res.PayloadCutoff = now.Add(-opt.Payloads).UTC()
+	}
+	if opt.Quarantine > 0 {
+		res.QuarantineCutoff = now.Add(-opt.Quarantine).UTC()
+	}
+	if opt.Audit != nil && !opt.DryRun {
+		e := *opt.Audit
+		if e.Action == "" {
+			e.Action = "prune"
+		}
+		if e.Args == nil {
+			e.Args, _ = json.Marshal(map[string]string{"payloads": opt.Payloads.String(), "claims": opt.Claims.String()})
+		}
+		id, err := st.Audit(ctx, e)
+		if err != nil {
+			return res, err
+		}
+		res.AuditID = id
+	}
+	var tiers []PruneTier
+	if !res.ClaimCutoff.IsZero() {
+		tiers = append(tiers, st.Claims, st.BodyKeys, st.Hourly)
+	}
+	if !res.QuarantineCutoff.IsZero() {
+		tiers = append(tiers, st.Quarantine)
+	}
+	tiers = append(tiers, func(ctx context.Context, opt PruneOptions, res *PruneResult) error {
+		return st.Tokens(ctx, opt, now, res)
+	})
+	if !res.PayloadCutoff.IsZero() {
+		tiers = append(tiers, st.Payloads, func(ctx context.Context, _ PruneOptions, res *PruneResult) error {
+			return st.CountHeld(ctx, res)
+		})
+	}
+	for _, tier := range tiers {
+		if err := tier(ctx, opt, &res); err != nil {
+			return res, err
+		}
+	}
+	if res.AuditID != 0 {
+		if err := st.AuditResult(ctx, res.AuditID, res); err != nil {
+			return res, fmt.Errorf("prune: %w", err)
+		}
+	}
+	return res, nil
 }

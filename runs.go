@@ -3,6 +3,8 @@ package hookwarden
 // Runs of serve and the gaps between them (hookwarden gaps).
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"time"
 )
@@ -98,6 +100,10 @@ type Run struct {
 	StoppedAt   time.Time // zero: no clean stop (crashed, or still running)
 	Version     string
 	PID         int
+	// Instance is the receiver the run belongs to (PostgreSQL: several at
+	// once); empty for an SQLite file's own runs. A restart pairs two runs
+	// of one instance.
+	Instance string
 }
 
 // AddSilences appends the silences of every source of opt with an
@@ -115,4 +121,155 @@ func (rep *GapReport) AddSilences(opt GapOptions, find func(SourcePolicy) ([]Sil
 	}
 	sort.SliceStable(rep.Silences, func(i, j int) bool { return rep.Silences[i].Start.Before(rep.Silences[j].Start) })
 	return nil
+}
+
+// withDefaults fills in GapOptions' defaults.
+func (opt GapOptions) withDefaults() GapOptions {
+	if opt.MinClean <= 0 {
+		opt.MinClean = 5 * time.Second
+	}
+	if opt.Stale <= 0 {
+		opt.Stale = 10 * time.Second
+	}
+	return opt
+}
+
+// GapsOf is the report of the outages and restarts in runs at now (see
+// Outages), with no silences yet: a store adds those (AddSilences).
+func GapsOf(runs []Run, now time.Time, opt GapOptions) GapReport {
+	return GapReport{Now: now, Runs: len(runs), Outages: Outages(runs, now, opt), Silences: []Silence{}}
+}
+
+// Outages lists, in start order, the windows when no run was up (kind
+// "outage") and the restarts of one instance while other runs served (kind
+// "restart", never beyond a retry horizon: the others received meanwhile),
+// as the runs show them at now. The same for every store: an SQLite file's
+// runs are one instance's (or an export's of several).
+//
+// A run is up from its start to its end: its clean stop, else its last
+// heartbeat; a live run (no stop, a heartbeat at most Stale old) is up until
+// now, so another instance's run starting between two of its heartbeats is
+// no window. A later run of the same instance proves the one before it
+// died (an SQLite file has one owner; on PostgreSQL two processes of one
+// name count as one): it ends at its last heartbeat however fresh, so a
+// kill -9 and a quick restart show their crash window at once.
+// Runs may overlap (several instances, or two processes by mistake): an
+// outage is a hole in the union of the runs, from the latest end before it
+// to the next start. Windows after a clean stop shorter than MinClean are
+// left out, and so are windows that ended before Since (an open one never).
+func Outages(runs []Run, now time.Time, opt GapOptions) []Outage {
+	opt = opt.withDefaults()
+	runs = slices.Clone(runs)
+	slices.SortStableFunc(runs, func(a, b Run) int {
+		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	latest := map[string]int{} // per instance, its last run
+	for i, r := range runs {
+		latest[r.Instance] = i
+	}
+	ends := make([]time.Time, len(runs))
+	for i, r := range runs {
+		switch {
+		case r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale && latest[r.Instance] == i:
+			ends[i] = now // alive
+		case !r.StoppedAt.IsZero() && r.StoppedAt.After(r.HeartbeatAt):
+			ends[i] = r.StoppedAt
+		default:
+			ends[i] = r.HeartbeatAt
+		}
+	}
+	listed := func(o Outage) bool {
+		return (o.Crash || o.Length >= opt.MinClean) && (o.Open || !o.End.Before(opt.Since))
+	}
+	out := []Outage{}
+	// The holes in the union of [start, end], swept in start order; reach
+	// is the latest end so far, last the run it belongs to. Every hole is
+	// kept (holes) for restarts, listed or not.
+	var holes []Outage
+	var reach time.Time
+	last := -1
+	for i, r := range runs {
+		if last >= 0 && r.StartedAt.After(reach) {
+			holes = append(holes, Outage{Kind: "outage", Start: reach, End: r.StartedAt, Length: r.StartedAt.Sub(reach),
+				Crash: runs[last].StoppedAt.IsZero(), RunBefore: runs[last].ID, RunAfter: r.ID})
+		}
+		if last < 0 || ends[i].After(reach) {
+			reach, last = ends[i], i
+		}
+	}
+	// A live run reaches now: only a dead or stopped last run leaves the
+	// window since open.
+	if last >= 0 && now.After(reach) {
+		holes = append(holes, Outage{Kind: "outage", Start: reach, Open: true, Length: now.Sub(reach),
+			Crash: runs[last].StoppedAt.IsZero(), RunBefore: runs[last].ID})
+	}
+	for _, o := range holes {
+		if listed(o) {
+			for _, p := range opt.Sources {
+				if o.Length > p.RetryHorizon {
+					o.BeyondRetryHorizon = append(o.BeyondRetryHorizon, p.Name)
+				}
+			}
+			out = append(out, o)
+		}
+	}
+	for _, o := range restarts(runs, ends, holes) {
+		if listed(o) {
+			out = append(out, o)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Outage) int { return a.Start.Compare(b.Start) })
+	for i := range out {
+		out[i].LengthSeconds = out[i].Length.Seconds()
+	}
+	return out
+}
+
+// restarts pairs each run (in start order; ends[i] is runs[i]'s end) with
+// the run of its instance that ended last at or before its start and is not
+// paired yet (two processes may share a host's name), and lists the pair as
+// a restart when other runs were up all the time between: when no hole of
+// the union (holes, in order) lies between the one's end and the other's
+// start. A restart with any moment of no run up holds an outage, listed as
+// such instead.
+func restarts(runs []Run, ends []time.Time, holes []Outage) []Outage {
+	var out []Outage
+	// unpaired holds, per instance, the runs not paired yet: in the usual
+	// case one process at a time, at most one or two.
+	unpaired := map[string][]int{}
+	for i, r := range runs {
+		cand := unpaired[r.Instance]
+		best := -1
+		for k, j := range cand {
+			if !ends[j].After(r.StartedAt) && (best < 0 || ends[j].After(ends[cand[best]])) {
+				best = k
+			}
+		}
+		unpaired[r.Instance] = append(cand, i)
+		if best < 0 {
+			continue
+		}
+		prev := cand[best]
+		unpaired[r.Instance] = slices.Delete(unpaired[r.Instance], best, best+1)
+		p, stop := &runs[prev], ends[prev]
+		if !r.StartedAt.After(stop) {
+			continue // no time between: nothing to list
+		}
+		// The first hole ending after stop: covered unless it starts before r.
+		h, _ := slices.BinarySearchFunc(holes, stop, func(o Outage, t time.Time) int {
+			if o.Open || o.End.After(t) {
+				return 1
+			}
+			return -1
+		})
+		if h < len(holes) && holes[h].Start.Before(r.StartedAt) {
+			continue
+		}
+		out = append(out, Outage{Kind: "restart", Start: stop, End: r.StartedAt, Length: r.StartedAt.Sub(stop),
+			Crash: p.StoppedAt.IsZero(), RunBefore: p.ID, RunAfter: r.ID})
+	}
+	return out
 }

@@ -24,7 +24,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -55,69 +54,17 @@ const prunableClaim = `e.claimed_at < $1
 // while every instance serves, safe to run on several at once and safe to
 // interrupt. The cutoffs are the database's clock.
 func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwarden.PruneResult, error) {
-	res := hookwarden.PruneResult{DryRun: opt.DryRun}
-	if opt.BatchSize <= 0 {
-		opt.BatchSize = 200
-	}
-	if opt.Pause <= 0 {
-		opt.Pause = 5 * time.Millisecond
-	}
 	now, err := s.clock(ctx)
 	if err != nil {
-		return res, fmt.Errorf("prune: %w", err)
+		return hookwarden.PruneResult{DryRun: opt.DryRun}, fmt.Errorf("prune: %w", err)
 	}
-	if opt.Claims > 0 {
-		res.ClaimCutoff = now.Add(-opt.Claims)
-	}
-	if opt.Payloads > 0 {
-		res.PayloadCutoff = now.Add(-opt.Payloads)
-	}
-	if opt.Audit != nil && !opt.DryRun {
-		e := *opt.Audit
-		if e.Action == "" {
-			e.Action = "prune"
-		}
-		if e.Args == nil {
-			e.Args, _ = json.Marshal(map[string]string{"payloads": opt.Payloads.String(), "claims": opt.Claims.String()})
-		}
-		if res.AuditID, err = s.Audit(ctx, e); err != nil {
-			return res, err
-		}
-	}
-	if !res.ClaimCutoff.IsZero() {
-		if err := s.pruneClaims(ctx, opt, &res); err != nil {
-			return res, err
-		}
-		if err := s.pruneBodyKeys(ctx, opt, &res); err != nil {
-			return res, err
-		}
-		if err := s.pruneHourly(ctx, opt, &res); err != nil {
-			return res, err
-		}
-	}
-	if opt.Quarantine > 0 {
-		res.QuarantineCutoff = now.Add(-opt.Quarantine)
-		if err := s.pruneQuarantine(ctx, opt, &res); err != nil {
-			return res, err
-		}
-	}
-	if err := s.pruneTokens(ctx, opt, now, &res); err != nil {
-		return res, err
-	}
-	if !res.PayloadCutoff.IsZero() {
-		if err := s.prunePayloads(ctx, opt, &res); err != nil {
-			return res, err
-		}
-		if err := s.countHeld(ctx, &res); err != nil {
-			return res, err
-		}
-	}
-	if res.AuditID != 0 {
-		if err := s.write(ctx, func(ctx context.Context, tx pgx.Tx) error { return auditResultTx(ctx, tx, res.AuditID, res) }); err != nil {
-			return res, fmt.Errorf("prune: %w", err)
-		}
-	}
-	return res, nil
+	return hookwarden.PrunePass(ctx, opt, now, hookwarden.PruneSteps{
+		Audit: s.Audit, Claims: s.pruneClaims, BodyKeys: s.pruneBodyKeys, Hourly: s.pruneHourly,
+		Quarantine: s.pruneQuarantine, Tokens: s.pruneTokens, Payloads: s.prunePayloads, CountHeld: s.countHeld,
+		AuditResult: func(ctx context.Context, id int64, res hookwarden.PruneResult) error {
+			return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error { return auditResultTx(ctx, tx, id, res) })
+		},
+	})
 }
 
 // pruneWrite runs one prune batch: a transaction under pruneLock.

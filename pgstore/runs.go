@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -70,13 +69,8 @@ func (s *Store) StopRun(ctx context.Context, run int64) error {
 	return nil
 }
 
-// instanceRun is a run with the instance it belongs to.
-type instanceRun struct {
-	hookwarden.Run
-	instance string
-}
-
-func (s *Store) runs(ctx context.Context) ([]instanceRun, error) {
+// Runs lists every recorded run, of every instance, in start order.
+func (s *Store) Runs(ctx context.Context) ([]hookwarden.Run, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT id, instance, started_at, heartbeat_at, stopped_at, version, pid
@@ -84,11 +78,11 @@ func (s *Store) runs(ctx context.Context) ([]instanceRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read runs: %w", err)
 	}
-	var out []instanceRun
+	var out []hookwarden.Run
 	for rows.Next() {
-		var r instanceRun
+		var r hookwarden.Run
 		var stop *time.Time
-		if err := rows.Scan(&r.ID, &r.instance, &r.StartedAt, &r.HeartbeatAt, &stop, &r.Version, &r.PID); err != nil {
+		if err := rows.Scan(&r.ID, &r.Instance, &r.StartedAt, &r.HeartbeatAt, &stop, &r.Version, &r.PID); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read runs: %w", err)
 		}
@@ -100,19 +94,6 @@ func (s *Store) runs(ctx context.Context) ([]instanceRun, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read runs: %w", err)
-	}
-	return out, nil
-}
-
-// Runs lists every recorded run, of every instance, in start order.
-func (s *Store) Runs(ctx context.Context) ([]hookwarden.Run, error) {
-	rs, err := s.runs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]hookwarden.Run, len(rs))
-	for i, r := range rs {
-		out[i] = r.Run
 	}
 	return out, nil
 }
@@ -132,83 +113,19 @@ func (s *Store) clock(ctx context.Context) (time.Time, error) {
 }
 
 // Gaps lists the windows when no instance was up (kind "outage"), the
-// restarts of one instance while another served (kind "restart", never
-// beyond a retry horizon: the others received meanwhile), and the silences
-// of sources with an expect_within, by the database's clock.
+// restarts of one instance while another served (kind "restart"), as
+// hookwarden.Outages finds them, and the silences of sources with an
+// expect_within, by the database's clock.
 func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error) {
-	if opt.MinClean <= 0 {
-		opt.MinClean = 5 * time.Second
-	}
-	if opt.Stale <= 0 {
-		opt.Stale = 10 * time.Second
-	}
 	now, err := s.clock(ctx)
 	if err != nil {
 		return hookwarden.GapReport{}, err
 	}
-	rep := hookwarden.GapReport{Now: now, Outages: []hookwarden.Outage{}, Silences: []hookwarden.Silence{}}
-	runs, err := s.runs(ctx)
+	runs, err := s.Runs(ctx)
 	if err != nil {
-		return rep, err
+		return hookwarden.GapReport{Now: now, Outages: []hookwarden.Outage{}, Silences: []hookwarden.Silence{}}, err
 	}
-	rep.Runs = len(runs)
-	// end is the last moment a run shows itself alive. A live run (no stop,
-	// a fresh heartbeat) is alive now: another instance starting between two
-	// of its heartbeats is no window.
-	alive := func(r *instanceRun) bool { return r.StoppedAt.IsZero() && now.Sub(r.HeartbeatAt) <= opt.Stale }
-	end := func(r *instanceRun) time.Time {
-		if alive(r) {
-			return now
-		}
-		if !r.StoppedAt.IsZero() && r.StoppedAt.After(r.HeartbeatAt) {
-			return r.StoppedAt
-		}
-		return r.HeartbeatAt
-	}
-	listed := func(o hookwarden.Outage) bool {
-		return (o.Crash || o.Length >= opt.MinClean) && (o.Open || !o.End.Before(opt.Since))
-	}
-	horizon := func(o *hookwarden.Outage) {
-		for _, p := range opt.Sources {
-			if o.Length > p.RetryHorizon {
-				o.BeyondRetryHorizon = append(o.BeyondRetryHorizon, p.Name)
-			}
-		}
-	}
-	// Outages: the holes in the union of [start, end] over all runs, swept
-	// in start order; reach is the latest end seen so far.
-	var reach time.Time
-	var reachRun *instanceRun
-	anyAlive := false
-	for i := range runs {
-		r := &runs[i]
-		if reachRun != nil && r.StartedAt.After(reach) {
-			o := hookwarden.Outage{Kind: "outage", Start: reach, End: r.StartedAt, Length: r.StartedAt.Sub(reach),
-				Crash: reachRun.StoppedAt.IsZero(), RunBefore: reachRun.ID, RunAfter: r.ID}
-			if listed(o) {
-				horizon(&o)
-				rep.Outages = append(rep.Outages, o)
-			}
-		}
-		if e := end(r); reachRun == nil || e.After(reach) {
-			reach, reachRun = e, r
-		}
-		anyAlive = anyAlive || alive(r)
-	}
-	if reachRun != nil && !anyAlive && now.After(reach) {
-		o := hookwarden.Outage{Kind: "outage", Start: reach, Open: true, Length: now.Sub(reach),
-			Crash: reachRun.StoppedAt.IsZero(), RunBefore: reachRun.ID}
-		if listed(o) {
-			horizon(&o)
-			rep.Outages = append(rep.Outages, o)
-		}
-	}
-	rep.Outages = append(rep.Outages, restarts(runs, end, listed)...)
-	sort.SliceStable(rep.Outages, func(i, j int) bool { return rep.Outages[i].Start.Before(rep.Outages[j].Start) })
-	for i := range rep.Outages {
-		rep.Outages[i].LengthSeconds = rep.Outages[i].Length.Seconds()
-	}
-
+	rep := hookwarden.GapsOf(runs, now, opt)
 	first := now
 	if len(runs) > 0 {
 		first = runs[0].StartedAt
@@ -217,59 +134,6 @@ func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden
 		return s.silences(ctx, p, opt.Since, first, now)
 	})
 	return rep, err
-}
-
-// restarts pairs each run with the run of its instance that ended last
-// before it started (not yet paired: two processes may share a host's
-// name), and lists the pair as a restart when other runs were alive from
-// the moment the earlier one ended until the later one started. A restart
-// with any moment of no instance up holds an outage, listed as such instead.
-func restarts(runs []instanceRun, end func(*instanceRun) time.Time, listed func(hookwarden.Outage) bool) []hookwarden.Outage {
-	var out []hookwarden.Outage
-	paired := make([]bool, len(runs))
-	for i := range runs {
-		r := &runs[i]
-		prev := -1
-		for j := range i {
-			p := &runs[j]
-			if paired[j] || p.instance != r.instance || end(p).After(r.StartedAt) {
-				continue
-			}
-			if prev < 0 || end(p).After(end(&runs[prev])) {
-				prev = j
-			}
-		}
-		if prev < 0 {
-			continue
-		}
-		paired[prev] = true
-		p := &runs[prev]
-		stop := end(p)
-		// Covered: the other runs, in start order, reach without a hole
-		// from stop to r's start.
-		reach := stop
-		for k := range runs {
-			o := &runs[k]
-			if k == prev || k == i {
-				continue
-			}
-			if o.StartedAt.After(reach) || !reach.Before(r.StartedAt) {
-				break
-			}
-			if e := end(o); e.After(reach) {
-				reach = e
-			}
-		}
-		if !reach.After(stop) || reach.Before(r.StartedAt) {
-			continue
-		}
-		o := hookwarden.Outage{Kind: "restart", Start: stop, End: r.StartedAt, Length: r.StartedAt.Sub(stop),
-			Crash: p.StoppedAt.IsZero(), RunBefore: p.ID, RunAfter: r.ID}
-		if listed(o) {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // silences finds the gaps between consecutive requests of one source longer

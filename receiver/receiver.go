@@ -351,7 +351,7 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 		}
 		var missing int
 		for _, el := range elems {
-			ev, err := rc.event(src, rec.Header, el, freq)
+			ev, err := rc.event(src, rec.Header, extract.ValidBody(el), freq)
 			if err != nil {
 				missing++
 				continue
@@ -367,7 +367,8 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 		}
 		return
 	}
-	ev, err := rc.event(src, rec.Header, rec.Body, freq)
+	// Checked as JSON once, for the extractors and the filters.
+	ev, err := rc.event(src, rec.Header, &extract.Body{Bytes: rec.Body}, freq)
 	if err != nil {
 		// Why, for the human who looks: absent, or found but not usable as
 		// an id (not UTF-8, control characters, too long).
@@ -378,18 +379,18 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 	rec.Events = []hookwarden.Event{ev}
 }
 
-// event extracts one event from body (the request's, or a batch element)
+// event extracts one event from doc (the request's body, or a batch element)
 // and picks its destinations. freq is non-nil when some destination has a
 // filter.
-func (rc *Receiver) event(src *Source, h http.Header, body []byte, freq *filter.Request) (hookwarden.Event, error) {
-	id, err := src.EventID.Extract(h, body)
+func (rc *Receiver) event(src *Source, h http.Header, doc *extract.Body, freq *filter.Request) (hookwarden.Event, error) {
+	id, err := src.EventID.ExtractBody(h, doc)
 	if err == nil && id == "" {
 		err = errors.New("empty")
 	}
 	if err != nil {
 		return hookwarden.Event{}, err
 	}
-	typ, _ := src.EventType.Extract(h, body) // a missing type is allowed
+	typ, _ := src.EventType.ExtractBody(h, doc) // a missing type is allowed
 	ev := hookwarden.Event{ID: id, Type: typ}
 	var fev *filter.Event // built at the first filter, parsed body kept for the next
 	for _, d := range src.Destinations {
@@ -398,14 +399,14 @@ func (rc *Receiver) event(src *Source, h http.Header, body []byte, freq *filter.
 		}
 		if d.Filter != nil {
 			if fev == nil {
-				fev = &filter.Event{Request: freq, ID: id, Type: typ, Body: body}
+				fev = &filter.Event{Request: freq, ID: id, Type: typ, Doc: doc}
 			}
 			if !rc.filter(d, fev) {
 				continue
 			}
 		}
 		if d.OrderBy != nil {
-			if key, err := d.OrderBy.Extract(h, body); err == nil && key != "" {
+			if key, err := d.OrderBy.ExtractBody(h, doc); err == nil && key != "" {
 				if ev.OrderKeys == nil {
 					ev.OrderKeys = make([]string, len(ev.Destinations), len(src.Destinations))
 				}

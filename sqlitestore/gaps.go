@@ -9,15 +9,27 @@ import (
 	"time"
 )
 
-// Runs lists every recorded serve process in start order.
+// Runs lists every recorded serve process in start order. Instance is set
+// on the runs an export or migrate-store copied from PostgreSQL (schema 11);
+// the file's own runs have none.
 func (s *Store) Runs(ctx context.Context) ([]hookwarden.Run, error) {
+	// A read-only open may hold an older schema, without runs.instance.
+	var withInstance bool
+	if err := s.rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pragma_table_info('runs') WHERE name = 'instance')`).
+		Scan(&withInstance); err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	instance := `''`
+	if withInstance {
+		instance = `COALESCE(instance, '')`
+	}
 	var runs []hookwarden.Run
-	err := eachRow(ctx, s.rdb, `SELECT id, started_at, heartbeat_at, stopped_at, version, pid FROM runs ORDER BY started_at, id`,
+	err := eachRow(ctx, s.rdb, `SELECT id, started_at, heartbeat_at, stopped_at, version, pid, `+instance+` FROM runs ORDER BY started_at, id`,
 		func(rows *sql.Rows) error {
 			var r hookwarden.Run
 			var start, beat string
 			var stop sql.NullString
-			if err := rows.Scan(&r.ID, &start, &beat, &stop, &r.Version, &r.PID); err != nil {
+			if err := rows.Scan(&r.ID, &start, &beat, &stop, &r.Version, &r.PID, &r.Instance); err != nil {
 				return err
 			}
 			if err := parseInto(&r.StartedAt, start); err != nil {
@@ -38,64 +50,16 @@ func (s *Store) Runs(ctx context.Context) ([]hookwarden.Run, error) {
 	return runs, nil
 }
 
-// Gaps lists the outage windows found in the run history and the silences of
-// sources with an expect_within. The clock is the store's (Options.Now).
+// Gaps lists the outage windows and restarts found in the run history
+// (hookwarden.Outages) and the silences of sources with an expect_within.
+// The clock is the store's (Options.Now).
 func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden.GapReport, error) {
-	if opt.MinClean <= 0 {
-		opt.MinClean = 5 * time.Second
-	}
-	if opt.Stale <= 0 {
-		opt.Stale = 10 * time.Second
-	}
 	now := s.now().UTC()
-	rep := hookwarden.GapReport{Now: now, Outages: []hookwarden.Outage{}, Silences: []hookwarden.Silence{}}
 	runs, err := s.Runs(ctx)
 	if err != nil {
-		return rep, err
+		return hookwarden.GapReport{Now: now, Outages: []hookwarden.Outage{}, Silences: []hookwarden.Silence{}}, err
 	}
-	rep.Runs = len(runs)
-	horizon := func(o *hookwarden.Outage) {
-		for _, p := range opt.Sources {
-			if o.Length > p.RetryHorizon {
-				o.BeyondRetryHorizon = append(o.BeyondRetryHorizon, p.Name)
-			}
-		}
-		o.LengthSeconds = o.Length.Seconds()
-	}
-	// reach is the latest moment the file shows any run alive: runs may
-	// overlap (two processes by mistake) and must not produce a window.
-	var reach time.Time
-	var reachRun *hookwarden.Run
-	for i := range runs {
-		r := &runs[i]
-		if reachRun != nil && r.StartedAt.After(reach) {
-			o := hookwarden.Outage{Kind: "outage", Start: reach, End: r.StartedAt, Length: r.StartedAt.Sub(reach),
-				Crash: reachRun.StoppedAt.IsZero(), RunBefore: reachRun.ID, RunAfter: r.ID}
-			if (o.Crash || o.Length >= opt.MinClean) && !o.End.Before(opt.Since) {
-				horizon(&o)
-				rep.Outages = append(rep.Outages, o)
-			}
-		}
-		end := r.HeartbeatAt
-		if !r.StoppedAt.IsZero() && r.StoppedAt.After(end) {
-			end = r.StoppedAt
-		}
-		if reachRun == nil || end.After(reach) {
-			reach, reachRun = end, r
-		}
-	}
-	// The window since the last run, if it stopped or its heartbeat is stale.
-	if reachRun != nil {
-		last := reachRun
-		alive := last.StoppedAt.IsZero() && now.Sub(last.HeartbeatAt) <= opt.Stale
-		if !alive && now.After(reach) {
-			o := hookwarden.Outage{Kind: "outage", Start: reach, Open: true, Length: now.Sub(reach), Crash: last.StoppedAt.IsZero(), RunBefore: last.ID}
-			if o.Crash || o.Length >= opt.MinClean {
-				horizon(&o)
-				rep.Outages = append(rep.Outages, o)
-			}
-		}
-	}
+	rep := hookwarden.GapsOf(runs, now, opt)
 	first := now
 	if len(runs) > 0 {
 		first = runs[0].StartedAt

@@ -600,3 +600,80 @@ func TestPruneRemovesExactlyWhatRetentionSays(t *testing.T) {
 		t.Errorf("foreign key violations: %d", fk)
 	}
 }
+
+// TestGapsOfAnExport: the runs an export copied from PostgreSQL keep their
+// instances, and gaps reads them as PostgreSQL does: instance a's crash and
+// return while b served is a restart, not an outage.
+func TestGapsOfAnExport(t *testing.T) {
+	o := setupOps(t)
+	t0 := o.clock.Now()
+	at := func(d time.Duration) string { return fmtTime(t0.Add(d)) }
+	err := o.s.write(o.ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		for _, r := range [][4]any{
+			{"b", at(0), at(2 * time.Minute), at(2 * time.Minute)},
+			{"a", at(0), at(5 * time.Second), nil},
+			{"a", at(65 * time.Second), at(2 * time.Minute), at(2 * time.Minute)},
+		} {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO runs (instance, started_at, heartbeat_at, stopped_at, version, pid)
+				VALUES (?, ?, ?, ?, 'test', 1)`, r[0], r[1], r[2], r[3]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.clock.Add(2 * time.Minute)
+	rep, err := o.s.Gaps(o.ctx, hookwarden.GapOptions{Sources: []hookwarden.SourcePolicy{{Name: "std", RetryHorizon: time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Outages) != 1 {
+		t.Fatalf("outages %+v, want one restart", rep.Outages)
+	}
+	if w := rep.Outages[0]; w.Kind != "restart" || !w.Crash || w.Start.Sub(t0) != 5*time.Second || w.End.Sub(t0) != 65*time.Second ||
+		len(w.BeyondRetryHorizon) != 0 {
+		t.Fatalf("restart %+v, want a's crash from +5s to +65s, nothing beyond a horizon", w)
+	}
+	runs, err := o.s.Runs(o.ctx)
+	if err != nil || len(runs) != 3 || runs[0].Instance != "b" || runs[1].Instance != "a" {
+		t.Fatalf("runs %+v %v, want their instances", runs, err)
+	}
+}
+
+// TestGapsReadOnlyBeforeSchema11: a --db command opens an older file
+// read-only, without runs.instance: its runs read as one instance's.
+func TestGapsReadOnlyBeforeSchema11(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	c := newTestClock()
+	s, err := Open(context.Background(), path, Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.StartRun(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(time.Minute)
+	if err := s.StopRun(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.write(context.Background(), true, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `ALTER TABLE runs DROP COLUMN instance`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	c.Add(time.Hour)
+	ro, err := Open(context.Background(), path, Options{Now: c.Now, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rep, err := ro.Gaps(context.Background(), hookwarden.GapOptions{})
+	if err != nil || rep.Runs != 1 || len(rep.Outages) != 1 || !rep.Outages[0].Open || rep.Outages[0].Length != time.Hour {
+		t.Fatalf("gaps %+v %v, want one run and the open hour since its stop", rep, err)
+	}
+}

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -37,69 +36,13 @@ var prunableClaim = `e.claimed_at < ?1 AND NOT ` + fmt.Sprintf(unfinishedSince, 
 // stopped (prune_cursor) and revisits only the events it had to leave
 // (prune_held), so an hourly pass on a year-old file costs the hour's work.
 func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwarden.PruneResult, error) {
-	res := hookwarden.PruneResult{DryRun: opt.DryRun}
-	if opt.BatchSize <= 0 {
-		opt.BatchSize = 200
-	}
-	if opt.Pause <= 0 {
-		opt.Pause = 5 * time.Millisecond
-	}
-	now := s.now()
-	if opt.Claims > 0 {
-		res.ClaimCutoff = now.Add(-opt.Claims).UTC()
-	}
-	if opt.Payloads > 0 {
-		res.PayloadCutoff = now.Add(-opt.Payloads).UTC()
-	}
-	if opt.Audit != nil && !opt.DryRun {
-		e := *opt.Audit
-		if e.Action == "" {
-			e.Action = "prune"
-		}
-		if e.Args == nil {
-			e.Args, _ = json.Marshal(map[string]string{"payloads": opt.Payloads.String(), "claims": opt.Claims.String()})
-		}
-		id, err := s.Audit(ctx, e)
-		if err != nil {
-			return res, err
-		}
-		res.AuditID = id
-	}
-	if !res.ClaimCutoff.IsZero() {
-		if err := s.pruneClaims(ctx, opt, &res); err != nil {
-			return res, err
-		}
-		if err := s.pruneBodyKeys(ctx, opt, &res); err != nil {
-			return res, err
-		}
-		if err := s.pruneHourly(ctx, opt, &res); err != nil {
-			return res, err
-		}
-	}
-	if opt.Quarantine > 0 {
-		res.QuarantineCutoff = now.Add(-opt.Quarantine).UTC()
-		if err := s.pruneQuarantine(ctx, opt, &res); err != nil {
-			return res, err
-		}
-	}
-	if err := s.pruneTokens(ctx, opt, now, &res); err != nil {
-		return res, err
-	}
-	if !res.PayloadCutoff.IsZero() {
-		if err := s.prunePayloads(ctx, opt, &res); err != nil {
-			return res, err
-		}
-		if err := s.countHeld(ctx, &res); err != nil {
-			return res, err
-		}
-	}
-	if res.AuditID != 0 {
-		err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error { return auditResultTx(ctx, tx, res.AuditID, res) })
-		if err != nil {
-			return res, fmt.Errorf("prune: %w", err)
-		}
-	}
-	return res, nil
+	return hookwarden.PrunePass(ctx, opt, s.now(), hookwarden.PruneSteps{
+		Audit: s.Audit, Claims: s.pruneClaims, BodyKeys: s.pruneBodyKeys, Hourly: s.pruneHourly,
+		Quarantine: s.pruneQuarantine, Tokens: s.pruneTokens, Payloads: s.prunePayloads, CountHeld: s.countHeld,
+		AuditResult: func(ctx context.Context, id int64, res hookwarden.PruneResult) error {
+			return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error { return auditResultTx(ctx, tx, id, res) })
+		},
+	})
 }
 
 // pruneHourly deletes the hourly counts of the hours before the claims

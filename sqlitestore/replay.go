@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -33,58 +32,7 @@ func (s *Store) Replay(ctx context.Context, sel hookwarden.ReplaySelector, opt h
 	if err != nil {
 		return res, err
 	}
-	res.Selected = len(ids)
-	if opt.BatchSize <= 0 {
-		opt.BatchSize = hookwarden.DefaultReplayBatch
-	}
-	if opt.Pause <= 0 {
-		opt.Pause = 5 * time.Millisecond
-	}
-	var audit *hookwarden.AuditEntry
-	if opt.Audit != nil {
-		e := *opt.Audit
-		if e.Action == "" {
-			e.Action = "replay"
-		}
-		if e.Args == nil {
-			e.Args = hookwarden.ReplayAuditArgsOf(sel, opt.Force)
-		}
-		if err := checkAudit(&e); err != nil {
-			return res, err
-		}
-		audit = &e
-	}
-	dests := map[string]bool{}
-	for done := 0; done < len(ids); {
-		if done > 0 {
-			select {
-			case <-ctx.Done():
-				return res, ctx.Err()
-			case <-time.After(opt.Pause):
-			}
-		}
-		batch := ids[done:min(done+opt.BatchSize, len(ids))]
-		n, skipped, touched, err := s.replayBatch(ctx, batch, opt.Force, audit, res)
-		if err != nil {
-			return res, fmt.Errorf("replay: %w", err)
-		}
-		res.Replayed += n
-		res.Skipped = append(res.Skipped, skipped...)
-		if audit != nil {
-			res.AuditID = audit.ID
-		}
-		for _, d := range touched {
-			if !dests[d] {
-				dests[d] = true
-				res.Destinations = append(res.Destinations, d)
-			}
-		}
-		done += len(batch)
-		if opt.Progress != nil {
-			opt.Progress(done, len(ids))
-		}
-	}
-	return res, nil
+	return hookwarden.ReplayInBatches(ctx, ids, sel, opt, res, s.replayBatch)
 }
 
 // selectReplay lists the job ids to replay, in id order, from the read pool.

@@ -120,6 +120,42 @@ func testGapsClean(t *testing.T, h Harness) {
 	}
 }
 
+// testGapsLiveRun: a live run (no stop, a fresh heartbeat) is up until
+// now, no window after it; but a later run of the store's instance proves
+// the one before it died (a kill -9 and a quick restart): the crash window
+// from its last heartbeat shows at once, not only once that heartbeat is
+// stale.
+func testGapsLiveRun(t *testing.T, h Harness) {
+	f := setup(t, h)
+	t0 := f.clock.Now()
+	run1 := f.startRun()
+	f.clock.Add(5 * time.Second)
+	f.heartbeat(run1)
+	f.clock.Add(3 * time.Second) // +8s: run1's heartbeat is fresh
+	if rep := f.gaps(GapOptions{Stale: 10 * time.Second}); len(rep.Outages) != 0 {
+		t.Fatalf("gaps with run1 alive: %+v, want no window", rep.Outages)
+	}
+	run2 := f.startRun() // run1 was killed after its heartbeat
+	rep := f.gaps(GapOptions{Stale: 10 * time.Second})
+	if len(rep.Outages) != 1 {
+		t.Fatalf("gaps right after run2 started: %+v, want run1's crash window", rep.Outages)
+	}
+	if o := rep.Outages[0]; !o.Crash || o.Open || !o.Start.Equal(t0.Add(5*time.Second)) || !o.End.Equal(t0.Add(8*time.Second)) ||
+		o.RunBefore != run1 || o.RunAfter != run2 {
+		t.Fatalf("window %+v, want run1's crash from its last heartbeat (+5s) to run2's start (+8s)", o)
+	}
+	f.clock.Add(2 * time.Second)
+	f.heartbeat(run2) // +10s
+	f.clock.Add(time.Minute)
+	rep = f.gaps(GapOptions{Stale: 10 * time.Second})
+	if len(rep.Outages) != 2 {
+		t.Fatalf("gaps after run2 died: %+v, want the crash window and an open one", rep.Outages)
+	}
+	if o := rep.Outages[1]; !o.Open || !o.Crash || !o.Start.Equal(t0.Add(10*time.Second)) || o.Length != time.Minute {
+		t.Fatalf("window %+v, want open, a crash, from run2's last heartbeat (+10s)", o)
+	}
+}
+
 // testSilences: a source with expect_within is reported when it went
 // silent longer than that, between requests and since its last one.
 func testSilences(t *testing.T, h Harness) {

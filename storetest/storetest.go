@@ -95,6 +95,7 @@ func Run(t *testing.T, h Harness) {
 		{"Retention/Quarantine", testRetentionQuarantine},
 		{"Gaps/CrashWindow", testGapsCrash},
 		{"Gaps/CleanRestart", testGapsClean},
+		{"Gaps/LiveRun", testGapsLiveRun},
 		{"Gaps/Silences", testSilences},
 		{"ListEvents", testListEvents},
 		{"ListEvents/Filters", testListFilters},

@@ -281,3 +281,38 @@ func BenchmarkExtractReference(b *testing.B) {
 		_, _ = referenceJSON(stripeLike, []string{"id"})
 	}
 }
+
+// FuzzMembers: on a valid JSON object, Members finds the value encoding/json
+// decodes for each key (the last duplicate), and no value for other keys.
+func FuzzMembers(f *testing.F) {
+	f.Add([]byte(`{"a":1,"b":{"c":[1,"]"]},"a":"x\"y","\u0062c":null}`), "a", "bc")
+	f.Add(stripeLike, "data", "type")
+	f.Add([]byte(` { "k\\"" : "v" } `), `k"`, "absent")
+	f.Add([]byte(`null`), "a", "")
+	f.Add([]byte(`[{"a":1}]`), "a", "")
+	f.Fuzz(func(t *testing.T, doc []byte, k1, k2 string) {
+		var ref map[string]json.RawMessage
+		if !json.Valid(doc) {
+			return
+		}
+		// (null decodes into a map without an error, as no map)
+		isObj := json.Unmarshal(doc, &ref) == nil && ref != nil
+		keys := []string{k1, k2}
+		for k := range ref {
+			keys = append(keys, k)
+		}
+		vals := make([][]byte, len(keys))
+		if Members(doc, keys, vals) != isObj {
+			t.Fatalf("Members(%q) reports object %v, encoding/json %v", doc, !isObj, isObj)
+		}
+		if !isObj {
+			return
+		}
+		for i, k := range keys {
+			want, ok := ref[k]
+			if (vals[i] != nil) != ok || ok && !bytes.Equal(vals[i], trimSpace(want)) {
+				t.Fatalf("Members(%q)[%q] = %q, encoding/json %q (%v)", doc, k, vals[i], want, ok)
+			}
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
@@ -37,45 +38,83 @@ func jsonValue(doc []byte, path []string) (string, bool) {
 	return "", false // object, array, null, true, false
 }
 
+// Members finds, in one scan of the JSON object that doc holds (space around
+// it allowed), the raw bytes of the value of the member named keys[i] and
+// puts it in vals[i] (nil: no such member). With duplicate keys it is the
+// last one, as encoding/json decodes it. It reports false when doc is not an
+// object. doc must be valid JSON (json.Valid): the scan skips values by
+// counting brackets. The content filters use it to read only the parts of a
+// body an expression selects.
+func Members(doc []byte, keys []string, vals [][]byte) bool {
+	v := trimSpace(doc)
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	clear(vals)
+	eachMember(v, func(rawKey, val []byte) {
+		for i, k := range keys {
+			if keyEquals(rawKey, k) {
+				vals[i] = val
+			}
+		}
+	})
+	return true
+}
+
+// Unquote decodes a quoted JSON string exactly as encoding/json does
+// (invalid UTF-8 and lone surrogates become U+FFFD).
+func Unquote(raw []byte) (string, bool) { return unquote(raw) }
+
 // member returns the raw value of the last member named key of the object
 // that starts obj (last wins, as with encoding/json), or nil.
 func member(obj []byte, key string) []byte {
 	var found []byte
+	if !eachMember(obj, func(rawKey, val []byte) {
+		if keyEquals(rawKey, key) {
+			found = val
+		}
+	}) {
+		return nil
+	}
+	return found
+}
+
+// eachMember calls f with the quoted key and the raw value of each member of
+// the object that starts obj, in order; false when the object is malformed.
+func eachMember(obj []byte, f func(rawKey, val []byte)) bool {
 	i := skipSpace(obj, 1)
 	if i < len(obj) && obj[i] == '}' {
-		return nil
+		return true
 	}
 	for i < len(obj) {
 		kEnd := stringEnd(obj, i)
 		if kEnd < 0 {
-			return nil
+			return false
 		}
 		rawKey := obj[i:kEnd]
 		i = skipSpace(obj, kEnd)
 		if i >= len(obj) || obj[i] != ':' {
-			return nil
+			return false
 		}
 		i = skipSpace(obj, i+1)
 		vEnd := valueEnd(obj, i)
 		if vEnd < 0 {
-			return nil
+			return false
 		}
-		if keyEquals(rawKey, key) {
-			found = obj[i:vEnd]
-		}
+		f(rawKey, obj[i:vEnd])
 		i = skipSpace(obj, vEnd)
 		if i >= len(obj) {
-			return nil
+			return false
 		}
 		if obj[i] == '}' {
-			return found
+			return true
 		}
 		if obj[i] != ',' {
-			return nil
+			return false
 		}
 		i = skipSpace(obj, i+1)
 	}
-	return nil
+	return false
 }
 
 // keyEquals compares a quoted JSON key with key, unescaping only when the raw
@@ -140,15 +179,23 @@ func stringEnd(b []byte, i int) int {
 	if i >= len(b) || b[i] != '"' {
 		return -1
 	}
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++ // skip the escaped byte; \uXXXX digits are plain bytes
-		case '"':
-			return j + 1
+	// The next quote not escaped: one after an even run of backslashes
+	// (\uXXXX digits are plain bytes). IndexByte skips long strings fast.
+	for j := i + 1; ; {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1
 		}
+		q += j
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
-	return -1
 }
 
 // valueEnd returns the index just past the value starting at b[i], or -1.

@@ -20,11 +20,15 @@
 //     CEL's JSON mapping), or null when it is not JSON. For a batch source
 //     (SendGrid) it is the element the event came from.
 //
-// The body is parsed at most once per Event and only when an expression reads
-// it; the headers are converted at most once per Request.
+// The body is decoded only when an expression reads it, and then only the
+// members it selects by constant keys (plan.go); a use of the whole body
+// decodes it once per Event for every filter. The whole headers map is
+// converted at most once per Request, and only for an expression that uses
+// it whole.
 package filter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +41,8 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/hookwarden/hookwarden/internal/extract"
 )
 
 // CostLimit is the runtime cost past which an evaluation stops with an error.
@@ -67,6 +73,7 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 type Filter struct {
 	expr string
 	prg  cel.Program
+	plan *plan // what it reads of body and headers
 }
 
 // String returns the expression's source.
@@ -121,7 +128,7 @@ func Compile(expr string) (*Filter, error) {
 		// Constant folding evaluates constant parts now (1/0, bad regex).
 		return nil, &CompileError{Issues: []Issue{{Line: 1, Column: 1, Message: err.Error()}}}
 	}
-	return &Filter{expr: expr, prg: prg}, nil
+	return &Filter{expr: expr, prg: prg, plan: analyse(ast.NativeRep())}, nil
 }
 
 // Request is what the events of one request share: its source and headers.
@@ -132,15 +139,24 @@ type Request struct {
 	headers ref.Val
 }
 
-// Event is the input of one evaluation: one event of a request. The parsed
-// body is kept, so every destination's filter reads it from one parse. Not
+// Event is the input of one evaluation: one event of a request. What is
+// decoded of the body is kept, so every destination's filter reads it from
+// one decode (the whole body) or from a decode of the parts it reads. Not
 // safe for concurrent use.
 type Event struct {
 	Request  *Request
 	ID, Type string
 	Body     []byte
+	// Doc, when set, is Body as the extractors read it (Body may then be
+	// nil): its JSON validity is checked once for them and the filters.
+	Doc *extract.Body
 
-	event, body ref.Val
+	cur        *plan   // the plan of the evaluation under way
+	event      ref.Val // the event map
+	full       ref.Val // the whole body decoded; nil: not yet
+	partialOf  *node   // the plan whose parts partialVal holds
+	partialVal ref.Val
+	decodable  int8 // 0 unchecked, 1 valid JSON whose numbers decode, 2 not JSON, 3 maybe not decodable
 }
 
 // ResolveName implements interpreter.Activation, building each variable on
@@ -160,18 +176,70 @@ func (e *Event) ResolveName(name string) (any, bool) {
 		if e.Request == nil {
 			return types.DefaultTypeAdapter.NativeToValue(map[string]string{}), true
 		}
+		if e.cur != nil && !e.cur.headersAll && e.Request.headers == nil {
+			return types.DefaultTypeAdapter.NativeToValue(headerSubset(e.Request.Header, e.cur.headers)), true
+		}
 		return e.Request.headerVal(), true
 	case "body":
-		if e.body == nil {
-			var v any
-			if json.Unmarshal(e.Body, &v) != nil {
-				v = nil
-			}
-			e.body = types.DefaultTypeAdapter.NativeToValue(v)
+		var n *node
+		if e.cur != nil {
+			n = e.cur.body
 		}
-		return e.body, true
+		return e.bodyVal(n), true
 	}
 	return nil, false
+}
+
+// bodyVal is body as the plan n reads it (nil: whole).
+func (e *Event) bodyVal(n *node) ref.Val {
+	if e.full != nil {
+		return e.full // already decoded whole: as good for any plan
+	}
+	doc := e.Body
+	if e.Doc != nil {
+		doc = e.Doc.Bytes
+	}
+	if n == nil || n.whole {
+		return e.decodeWhole(doc)
+	}
+	if e.decodable == 0 {
+		e.decodable = 1
+		var valid bool
+		if e.Doc != nil {
+			valid = e.Doc.ValidJSON() // checked by the extractors already, as a rule
+		} else {
+			valid = json.Valid(doc)
+		}
+		if !valid {
+			e.decodable = 2
+		} else if mayOverflow(doc) {
+			e.decodable = 3
+		}
+	}
+	switch {
+	case e.decodable == 2:
+		e.full = types.NullValue // not JSON: null, for every plan
+		return e.full
+	case e.decodable == 1:
+		if e.partialOf == n {
+			return e.partialVal
+		}
+		if v, err := partial(bytes.TrimSpace(doc), n); err == nil {
+			e.partialOf, e.partialVal = n, types.DefaultTypeAdapter.NativeToValue(v)
+			return e.partialVal
+		}
+	}
+	return e.decodeWhole(doc)
+}
+
+// decodeWhole decodes the whole body, as every plan may read it.
+func (e *Event) decodeWhole(doc []byte) ref.Val {
+	var v any
+	if json.Unmarshal(doc, &v) != nil {
+		v = nil
+	}
+	e.full = types.DefaultTypeAdapter.NativeToValue(v)
+	return e.full
 }
 
 // Parent implements interpreter.Activation.
@@ -204,7 +272,9 @@ func (f *Filter) Match(e *Event) (bool, error) {
 
 // eval also returns the cost spent, for the tests.
 func (f *Filter) eval(e *Event) (bool, uint64, error) {
+	e.cur = f.plan
 	out, det, err := f.prg.Eval(e)
+	e.cur = nil
 	var cost uint64
 	if det != nil && det.ActualCost() != nil {
 		cost = *det.ActualCost()

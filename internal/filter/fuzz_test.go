@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
@@ -50,6 +51,63 @@ func FuzzFilter(f *testing.F) {
 		}
 		if cost > CostLimit && !errors.Is(err, ErrCostLimit) {
 			t.Fatalf("%q spent %d (> %d) and failed with %v, not ErrCostLimit", expr, cost, CostLimit, err)
+		}
+	})
+}
+
+// partialExprs are the differential target's fixed expressions: each shape
+// of partial read, and ones that fall back to the whole body.
+var partialExprs = []string{
+	`body.a.b == 1`,
+	`body["a"]["b"] > 0.5 || body.c == "x"`,
+	`has(body.a.b) && !has(body.a.c)`,
+	`body.?a.?b.orValue(7) == 7`,
+	`body[?"a"].hasValue() && body.a[?"b"].orValue(0) != 2`,
+	`body.a.b.exists(x, x == 1)`,
+	`body.a == {"b": 1.0} || body.d`,
+	`string(body.a.b) == "1"`,
+	`body.a.b == null && body.livemode`,
+	`body.data.object.amount_paid >= 1000 && body.livemode`,
+	`size(body) > 1`,    // whole
+	`"a" in body`,       // whole
+	`body[0].a == 1`,    // whole
+	`body[body.k] == 1`, // body.k, then whole
+	`headers["x-tag"] == "a, b" && has(headers.host)`,
+	`"x-tag" in headers`,
+}
+
+// FuzzPartialMatchesFull: on any body, an expression evaluated with its
+// partial decode and with the whole body decoded agree, result, cost and
+// error alike. The expression is one of partialExprs, and the fuzzed one
+// when it compiles.
+func FuzzPartialMatchesFull(f *testing.F) {
+	for i, b := range []string{
+		`{"a":{"b":1}}`, `{"a":{"b":1},"a":{"c":2}}`, `{"a":{"b":[1,2]},"x":1e400}`, `{"a":"s"}`,
+		`{"\u0061":{"b":0.75},"k":"a"}`, `[{"a":1}]`, `{"a":{"b":1`, `not json`, stripeBody,
+		` {"a" : { "b" : 1e-400 }, "d": true } `, `{"a":{"b":"\ud800"}}`,
+	} {
+		f.Add(uint8(i), partialExprs[i%len(partialExprs)], []byte(b), "a, b")
+	}
+	f.Fuzz(func(t *testing.T, sel uint8, expr string, body []byte, hv string) {
+		if json.Valid(body) && !mayOverflow(body) {
+			var v any
+			if err := json.Unmarshal(body, &v); err != nil {
+				t.Fatalf("mayOverflow(%q) is false, but encoding/json fails: %v", body, err)
+			}
+		}
+		h := http.Header{"X-Tag": {hv}, "Host": {"h"}}
+		exprs := []string{partialExprs[int(sel)%len(partialExprs)]}
+		if len(expr) <= 512 {
+			exprs = append(exprs, expr)
+		}
+		for _, x := range exprs {
+			flt, err := Compile(x)
+			if err != nil {
+				continue
+			}
+			if part, full := both(flt, h, body); part != full {
+				t.Fatalf("%s on %q: partial %s, full %s", x, body, part, full)
+			}
 		}
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,13 +298,14 @@ func (s *server) settleResources(base resources, d time.Duration, tolG, tolFD in
 // keeps sending. Its p99 under attack is compared with its p99 alone in the
 // same run; it must get every answer; the child's goroutines and fds must
 // come back to their baseline.
-func TestHostileClients(t *testing.T) {
-	sc := setup(t)
-	r := newRow(t, "slow and hostile clients")
-	dir := t.TempDir()
-	db := filepath.Join(dir, "hw.db")
+func TestHostileClients(t *testing.T) { forEachStore(t, hostileClients) }
+
+func hostileClients(t *testing.T, k storeKind) {
+	sc := setup(t).on(k)
+	r := newRow(t, scenario("slow and hostile clients", k))
+	db := newDB(t, k, "")
 	app := newDestApp(t)
-	srv := newServer(t, dir, serverConfig{DBPath: db, DestURL: app.url()})
+	srv := newServer(t, t.TempDir(), db.config(serverConfig{DestURL: app.url()}))
 	srv.start()
 	p := newProvider(t, srv.url(), 64)
 	r.track(t, p)
@@ -342,8 +342,7 @@ func TestHostileClients(t *testing.T) {
 
 	o := settle(t, p, app, 30*time.Second)
 	m := srv.mustMetrics()
-	ro := openRO(t, db)
-	receipts := queryInt(t, ro, `SELECT count(*) FROM receipts`)
+	receipts := db.count("receipts")
 	srv.stop()
 	o.check(t, r)
 

@@ -3,7 +3,6 @@ package torture
 import (
 	"context"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,14 +19,16 @@ const killRate = 500
 // TestKill9UnderLoad: promise 1 (no acknowledged event is lost) and promise 2
 // (same Idempotency-Key on every delivery) across SIGKILLs at random moments
 // under 16 concurrent senders. Duplicate deliveries are allowed
-// (at-least-once) and counted.
-func TestKill9UnderLoad(t *testing.T) {
-	sc := setup(t)
-	r := newRow(t, "kill -9 under load")
-	dir := t.TempDir()
+// (at-least-once) and counted. On PostgreSQL the database stays up: the one
+// serve process is killed and restarted on it.
+func TestKill9UnderLoad(t *testing.T) { forEachStore(t, kill9UnderLoad) }
+
+func kill9UnderLoad(t *testing.T, k storeKind) {
+	sc := setup(t).on(k)
+	r := newRow(t, scenario("kill -9 under load", k))
 	app := newDestApp(t)
-	db := filepath.Join(dir, "hw.db")
-	srv := newServer(t, dir, serverConfig{DBPath: db, DestURL: app.url()})
+	db := newDB(t, k, "")
+	srv := newServer(t, t.TempDir(), db.config(serverConfig{DestURL: app.url()}))
 	srv.start()
 	p := newProvider(t, srv.url(), 16)
 	r.track(t, p)

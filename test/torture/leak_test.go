@@ -2,7 +2,6 @@ package torture
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -10,21 +9,24 @@ import (
 // TestBurstLeaks is the leak check of the whole process: after a burst of
 // events (100,000 in the long form), delivered and drained, the child's
 // goroutines and open files return to their baseline and its RSS stays near
-// it. The harness's own goroutines are checked by goleak in TestMain.
-func TestBurstLeaks(t *testing.T) {
-	sc := setup(t)
-	r := newRow(t, fmt.Sprintf("burst %d: leaks", sc.burst))
-	dir := t.TempDir()
-	db := filepath.Join(dir, "hw.db")
+// it. The harness's own goroutines are checked by goleak in TestMain. On
+// PostgreSQL the fds include the pool's connections: the warm-up grows the
+// pool to its working size before the baseline.
+func TestBurstLeaks(t *testing.T) { forEachStore(t, burstLeaks) }
+
+func burstLeaks(t *testing.T, k storeKind) {
+	sc := setup(t).on(k)
+	r := newRow(t, scenario(fmt.Sprintf("burst %d: leaks", sc.burst), k))
+	db := newDB(t, k, "")
 	app := newDestApp(t)
-	srv := newServer(t, dir, serverConfig{DBPath: db, DestURL: app.url()})
+	srv := newServer(t, t.TempDir(), db.config(serverConfig{DestURL: app.url()}))
 	srv.start()
 	p := newProvider(t, srv.url(), 32)
 	r.track(t, p)
 	ctx := deadline(t, 20*time.Minute)
 
 	// Warm-up: caches, pools and the runtime reach their working size.
-	p.run(ctx, 32, 2000, 0, nil, "warmup", 500)
+	p.run(ctx, 32, min(2000, sc.burst), 0, nil, "warmup", 500)
 	settleIdle(t, srv, p)
 	base := srv.baseline()
 

@@ -133,6 +133,29 @@ var longScale = scale{
 	burst:         100000,
 }
 
+// on is the scale of a scenario on store k. On PostgreSQL the disks are
+// larger (initdb's files and the first WAL segments take about 60 MiB), and
+// the burst, the redrive and the kill window smaller: here it acknowledges
+// and delivers several times slower than SQLite (docs/reliability.md), and
+// the short forms must stay short.
+func (sc scale) on(k storeKind) scale {
+	if k != onPostgres {
+		return sc
+	}
+	sc.diskSize = "160m"
+	if sc.name == "short" {
+		sc.smallDiskSize = "160m"
+		sc.killWindow = 10 * time.Second
+		sc.redrive = 1000
+		sc.burst = 1000
+	} else {
+		sc.smallDiskSize = "256m"
+		sc.redrive = 20000
+		sc.burst = 30000
+	}
+	return sc
+}
+
 func isLong() bool {
 	return *flagLong || strings.EqualFold(os.Getenv("HOOKWARDEN_TORTURE"), "long")
 }

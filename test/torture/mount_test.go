@@ -91,22 +91,32 @@ type loopMount struct {
 	dir string
 }
 
-// mountLoop attaches img to a free loop device and mounts it on dir. commit=60
-// stretches ext4's periodic journal commit past a test cycle, so that only
-// fsync makes data durable on the device; unmounted in t.Cleanup.
+// mountLoop attaches img to a free loop device and mounts it on dir,
+// unmounted in t.Cleanup; unmount and mount again (a power cut) keep that
+// one cleanup, so whatever a test starts on the mount after it is stopped
+// first.
 func mountLoop(t testing.TB, img, dir string) *loopMount {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	m := &loopMount{t: t, img: img, dir: dir}
-	m.dev = run(t, "losetup", "-f", "--show", img)
-	if out, err := exec.Command("mount", "-t", "ext4", "-o", "commit=60", m.dev, dir).CombinedOutput(); err != nil {
-		_ = exec.Command("losetup", "-d", m.dev).Run()
-		t.Fatalf("mount %s: %v %s", m.dev, err, out)
-	}
+	m.mount()
 	t.Cleanup(m.unmount)
 	return m
+}
+
+// mount attaches the image and mounts it. commit=60 stretches ext4's
+// periodic journal commit past a test cycle, so that only fsync makes data
+// durable on the device.
+func (m *loopMount) mount() {
+	m.t.Helper()
+	m.dev = run(m.t, "losetup", "-f", "--show", m.img)
+	if out, err := exec.Command("mount", "-t", "ext4", "-o", "commit=60", m.dev, m.dir).CombinedOutput(); err != nil {
+		_ = exec.Command("losetup", "-d", m.dev).Run()
+		m.dev = ""
+		m.t.Fatalf("mount %s: %v %s", m.img, err, out)
+	}
 }
 
 func (m *loopMount) unmount() {
@@ -199,16 +209,16 @@ func dirOf(path string) string {
 	return path[:i]
 }
 
-// openRO opens the database read-only from the test process (a different
-// process from the server, so its POSIX locks are not disturbed).
-func openRO(t testing.TB, path string) *sql.DB {
+// openSQLite opens the database read-only from the test process (a
+// different process from the server, so its POSIX locks are not disturbed);
+// the caller closes it.
+func openSQLite(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
 	return db
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -27,11 +26,12 @@ type sample struct {
 // (and honour Retry-After), everything must drain after recovery, and
 // hookwarden_outbox_oldest_pending_age_seconds must tell the story: growing
 // through the outage, back to 0 after it.
-func TestDestinationOutage(t *testing.T) {
-	sc := setup(t)
-	r := newRow(t, "destination outage")
-	dir := t.TempDir()
-	db := filepath.Join(dir, "hw.db")
+func TestDestinationOutage(t *testing.T) { forEachStore(t, destinationOutage) }
+
+func destinationOutage(t *testing.T, k storeKind) {
+	sc := setup(t).on(k)
+	r := newRow(t, scenario("destination outage", k))
+	db := newDB(t, k, "")
 	app := newDestApp(t)
 	app.retryAfter = "1"
 	app.slowFor = 3 * time.Second
@@ -40,8 +40,8 @@ func TestDestinationOutage(t *testing.T) {
 		initial = 50 * time.Millisecond
 		maxWait = time.Second
 	)
-	srv := newServer(t, dir, serverConfig{DBPath: db, DestURL: app.url(), Timeout: "500ms",
-		Concurrency: 4, BackoffInit: "50ms", BackoffMax: "1s", MaxAttempts: 10000})
+	srv := newServer(t, t.TempDir(), db.config(serverConfig{DestURL: app.url(), Timeout: "500ms",
+		Concurrency: 4, BackoffInit: "50ms", BackoffMax: "1s", MaxAttempts: 10000}))
 	srv.start()
 	p := newProvider(t, srv.url(), 4)
 	r.track(t, p)
@@ -187,40 +187,20 @@ func TestDestinationOutage(t *testing.T) {
 // attemptGaps reads the attempt log and returns, per attempt number k, the
 // delays between the end of attempt k and the start of attempt k+1 of the
 // same job.
-func attemptGaps(t *testing.T, path string) map[int][]time.Duration {
+func attemptGaps(t *testing.T, db *testDB) map[int][]time.Duration {
 	t.Helper()
-	db := openRO(t, path)
-	rows, err := db.Query(`SELECT job_id, number, started_at, duration_us FROM attempts ORDER BY job_id, number`)
-	if err != nil {
-		t.Fatalf("read attempts: %v", err)
-	}
-	defer rows.Close()
 	gaps := map[int][]time.Duration{}
 	var lastJob int64 = -1
 	var lastNum int
 	var lastEnd time.Time
-	for rows.Next() {
-		var job int64
-		var num int
-		var started string
-		var dur int64
-		if err := rows.Scan(&job, &num, &started, &dur); err != nil {
-			t.Fatal(err)
-		}
-		at, err := time.Parse("2006-01-02T15:04:05.000000Z", started)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if job == lastJob {
-			if num != lastNum+1 {
-				t.Errorf("job %d: attempt %d follows attempt %d", job, num, lastNum)
+	for _, a := range db.attempts() {
+		if a.Job == lastJob {
+			if a.Number != lastNum+1 {
+				t.Errorf("job %d: attempt %d follows attempt %d", a.Job, a.Number, lastNum)
 			}
-			gaps[lastNum] = append(gaps[lastNum], at.Sub(lastEnd))
+			gaps[lastNum] = append(gaps[lastNum], a.Started.Sub(lastEnd))
 		}
-		lastJob, lastNum, lastEnd = job, num, at.Add(time.Duration(dur)*time.Microsecond)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		lastJob, lastNum, lastEnd = a.Job, a.Number, a.Started.Add(a.Duration)
 	}
 	return gaps
 }

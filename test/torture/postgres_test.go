@@ -2,24 +2,19 @@ package torture
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
 
-// The PostgreSQL forms: the same promises with database.url, where several
-// serve processes share one database. pgtest starts the throwaway cluster
-// (it skips without PostgreSQL's binaries, and fails instead when CI is set).
+// What only PostgreSQL has: several serve processes sharing one database.
+// pgtest starts the throwaway cluster (it skips without PostgreSQL's
+// binaries, and fails instead when CI is set); every other scenario runs on
+// both stores (store_test.go).
 
 // pgMissingIDs returns how many of ids have no claim in the database at url,
 // and the first few of them.
@@ -60,12 +55,6 @@ func pgMissingIDs(t testing.TB, url string, ids []string) (int, []string) {
 	return n, missing
 }
 
-// checkPGClaims is checkClaims for a store on PostgreSQL.
-func (o *outcome) checkPGClaims(t testing.TB, p *provider, url string) {
-	t.Helper()
-	o.Unclaimed, o.unclaimedIDs = pgMissingIDs(t, url, p.ackedIDs())
-}
-
 // TestKill9OneOfTwoOnPostgres: promises 1 and 2 with two serve processes on
 // one database, the provider behind a load balancer: its senders go to one
 // instance and, when that one refuses connections, fail over to the other.
@@ -79,12 +68,11 @@ func (o *outcome) checkPGClaims(t testing.TB, p *provider, url string) {
 func TestKill9OneOfTwoOnPostgres(t *testing.T) {
 	sc := setup(t)
 	r := newRow(t, "kill -9 of one of two instances (PostgreSQL)")
-	cluster := pgtest.Start(t)
-	url := cluster.NewDatabase(t)
+	db := newDB(t, onPostgres, "")
 	app := newDestApp(t)
 	srvs := []*server{
-		newServer(t, t.TempDir(), serverConfig{DBURL: url, DestURL: app.url()}),
-		newServer(t, t.TempDir(), serverConfig{DBURL: url, DestURL: app.url()}),
+		newServer(t, t.TempDir(), db.config(serverConfig{DestURL: app.url()})),
+		newServer(t, t.TempDir(), db.config(serverConfig{DestURL: app.url()})),
 	}
 	for _, s := range srvs {
 		s.start()
@@ -121,7 +109,7 @@ func TestKill9OneOfTwoOnPostgres(t *testing.T) {
 	for _, s := range srvs {
 		s.stop()
 	}
-	o.checkPGClaims(t, p, url)
+	o.checkClaims(t, p, db)
 	o.check(t, r)
 	if o.Acked < 200 {
 		t.Errorf("only %d events acknowledged: the load did not reach the servers", o.Acked)
@@ -137,191 +125,4 @@ func TestKill9OneOfTwoOnPostgres(t *testing.T) {
 	}
 	r.figure("%d attempts, %d network errors, %d failovers, %d 503; duplicates are leases given back by a kill",
 		p.attempts.Load(), p.netErrs.Load(), p.failovers.Load(), p.unavail.Load())
-}
-
-// pgDiskSize is the tmpfs under the PostgreSQL form of the disk-full test:
-// initdb's files and the first WAL segments take about 60 MiB of it.
-const pgDiskSize = "160m"
-
-// TestDiskFullOnPostgres: promise 5 and promise 1 when PostgreSQL's disk is
-// full. The cluster's data directory (tables and WAL) is on a small tmpfs
-// filled to the last byte. While full, every answer is 503 with Retry-After
-// unless the event was really recorded (PostgreSQL may still commit into
-// WAL and table pages it had already allocated: such a 200 is checked, its
-// claim must be in the database and it must be delivered). Once the filler
-// is deleted the same serve process, never restarted, accepts again. If
-// PostgreSQL itself stops (a WAL write that fails is a PANIC: the server
-// restarts its processes, and gives up if it cannot recover), the test
-// starts it again, as its service manager would, and reports it.
-func TestDiskFullOnPostgres(t *testing.T) {
-	sc := setup(t)
-	requireRoot(t)
-	r := newRow(t, "disk full, PostgreSQL (tmpfs "+pgDiskSize+")")
-	// Not under t.TempDir(): the postgres user must reach it.
-	mnt, err := os.MkdirTemp("", "pgfull-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(mnt) })
-	mountTmpfs(t, mnt, pgDiskSize)
-	if err := os.Chmod(mnt, 0o755); err != nil { // mounted 0700, root's
-		t.Fatal(err)
-	}
-	data := filepath.Join(mnt, "data")
-	cluster := pgtest.StartAt(t, data)
-	url := cluster.NewDatabase(t)
-	app := newDestApp(t)
-	srv := newServer(t, t.TempDir(), serverConfig{DBURL: url, DestURL: app.url()})
-	srv.start()
-	pid := srv.pid()
-	p := newProvider(t, srv.url(), 8)
-	r.track(t, p)
-	ctx := deadline(t, 10*time.Minute)
-
-	var (
-		filling200, while200, while503, noRetryAfter, other, notReady int
-		resentAccepted, resentDuplicate, pgRestarts                   int
-		fillBytes                                                     int64
-		mu                                                            sync.Mutex
-		phase                                                         atomic.Int32 // 0 normal, 1 filling, 2 full
-	)
-	p.observe = func(id string, a answer) {
-		ph := phase.Load()
-		if ph == 0 || a.Err != nil {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		switch a.Code {
-		case 200:
-			if ph == 1 {
-				filling200++
-			} else {
-				while200++
-			}
-		case 503:
-			while503++
-			if a.RetryAfter == "" {
-				noRetryAfter++
-			}
-		default:
-			other++
-			t.Errorf("while full: %s: HTTP %d %q", id, a.Code, a.Status)
-		}
-	}
-	for cycle := 0; cycle < sc.diskCycles; cycle++ {
-		p.run(ctx, 8, 300, 0, nil, fmt.Sprintf("pgbefore%d", cycle), 1000)
-
-		bg, stopBG := context.WithCancel(ctx)
-		var load sync.WaitGroup
-		load.Go(func() { p.run(bg, 4, 0, 200, nil, fmt.Sprintf("pgload%d", cycle), 1000) })
-		time.Sleep(300 * time.Millisecond)
-		phase.Store(1)
-		filler := filepath.Join(mnt, "filler")
-		fillBytes += fill(t, filler)
-		phase.Store(2)
-		r.Faults++
-		t.Logf("cycle %d: filled: %s", cycle, diskUsage(mnt))
-
-		// Full: new events, each sent once, 4 at a time, until 200 were
-		// answered 503 (or 30 s passed: PostgreSQL may go on committing
-		// into WAL it had allocated before the fill).
-		var refused []string
-		var seen503, next atomic.Int64
-		var wg sync.WaitGroup
-		until := time.Now().Add(30 * time.Second)
-		for w := 0; w < 4; w++ {
-			wg.Go(func() {
-				for seen503.Load() < 200 && time.Now().Before(until) {
-					i := next.Add(1)
-					id := fmt.Sprintf("evt_pgfull%d_%07d", cycle, i)
-					body := eventBody(id, "torture.full", int(i), 1000)
-					ev := p.register(id, body)
-					a := p.attempt(ctx, id, body)
-					p.observe(id, a)
-					mu.Lock()
-					ev.Attempts++
-					switch a.Code {
-					case 200:
-						ev.Acked, ev.Status = true, a.Status
-					case 503:
-						seen503.Add(1)
-						refused = append(refused, id)
-					}
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		if ok, _ := srv.ready(); !ok {
-			notReady++
-		}
-		if !srv.running() || srv.pid() != pid {
-			t.Fatalf("the server died while PostgreSQL's disk was full; log:\n%s", logTail(srv.logPath, 30))
-		}
-		if seen503.Load() == 0 {
-			t.Errorf("cycle %d: the disk was full and no request was answered 503", cycle)
-		}
-
-		// Free the space: the same process accepts again.
-		if err := os.Remove(filler); err != nil {
-			t.Fatal(err)
-		}
-		phase.Store(0)
-		if _, err := cluster.PID(); err != nil {
-			pgRestarts++
-			t.Logf("cycle %d: PostgreSQL stopped while its disk was full (%v); starting it again", cycle, err)
-			if err := cluster.Restart(); err != nil {
-				t.Fatalf("%v; PostgreSQL's log:\n%s", err, cluster.Log())
-			}
-		}
-		if !waitFor(60*time.Second, func() bool { ok, _ := srv.ready(); return ok }) {
-			_, why := srv.ready()
-			t.Fatalf("cycle %d: not ready 60s after space was freed: %s; log:\n%s", cycle, why, logTail(srv.logPath, 20))
-		}
-		if n, first := pgMissingIDs(t, url, p.ackedIDs()); n > 0 {
-			t.Errorf("cycle %d: after the full disk, %d acknowledged events have no claim (first %v)", cycle, n, first)
-		}
-		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		for _, id := range refused {
-			p.mu.Lock()
-			body := p.events[id].Body
-			p.mu.Unlock()
-			switch a := p.deliver(rctx, id, body, nil); a.Status {
-			case "accepted":
-				resentAccepted++
-			case "duplicate":
-				resentDuplicate++
-			}
-		}
-		p.run(rctx, 8, 100, 0, nil, fmt.Sprintf("pgafter%d", cycle), 1000)
-		stopBG()
-		load.Wait()
-		if rctx.Err() != nil {
-			_, why := srv.ready()
-			t.Fatalf("cycle %d: 60 s after the filler was deleted, events are still refused: %s; readyz: %s; log:\n%s",
-				cycle, diskUsage(mnt), why, logTail(srv.logPath, 10))
-		}
-		cancel()
-		if srv.pid() != pid {
-			t.Fatal("the server was restarted")
-		}
-	}
-	if noRetryAfter > 0 {
-		t.Errorf("%d answers 503 without Retry-After", noRetryAfter)
-	}
-	// A 503 whose event was in fact recorded is not a loss (the retry is a
-	// duplicate, delivered once), but it is only honest when the commit's
-	// outcome was unknown to serve: counted, not failed.
-	o := settle(t, p, app, 60*time.Second)
-	m := srv.mustMetrics()
-	pgLog := cluster.Log()
-	srv.stop()
-	o.checkPGClaims(t, p, url)
-	o.check(t, r)
-	r.figure("while filling and full: %d×503 (all with Retry-After), %d×200 while filling and %d×200 once full (each one recorded), %d other, wrong 200s %d; "+
-		"readyz not ready in %d/%d cycles; refused then resent: %d accepted, %d duplicate; %d commit errors; PostgreSQL started again %d times, its log has %d ENOSPC and %d PANIC lines; filler %.1f MiB",
-		while503, filling200, while200, other, max(o.Lost, o.Unclaimed), notReady, sc.diskCycles, resentAccepted, resentDuplicate,
-		int(m[mCommitErrs]), pgRestarts, strings.Count(pgLog, "No space left on device"), strings.Count(pgLog, "PANIC:"),
-		float64(fillBytes)/(1<<20))
 }

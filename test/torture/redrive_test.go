@@ -2,7 +2,6 @@ package torture
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,13 +14,14 @@ import (
 // signature) create one job each and are all answered 200; then a redrive of
 // already-processed events creates zero new jobs and zero new deliveries,
 // every answer 200 "duplicate".
-func TestDoublesAndRedrive(t *testing.T) {
-	sc := setup(t)
-	r := newRow(t, fmt.Sprintf("doubles 100×64 + redrive %d", sc.redrive))
-	dir := t.TempDir()
-	db := filepath.Join(dir, "hw.db")
+func TestDoublesAndRedrive(t *testing.T) { forEachStore(t, doublesAndRedrive) }
+
+func doublesAndRedrive(t *testing.T, k storeKind) {
+	sc := setup(t).on(k)
+	r := newRow(t, scenario(fmt.Sprintf("doubles 100×64 + redrive %d", sc.redrive), k))
+	db := newDB(t, k, "")
 	app := newDestApp(t)
-	srv := newServer(t, dir, serverConfig{DBPath: db, DestURL: app.url()})
+	srv := newServer(t, t.TempDir(), db.config(serverConfig{DestURL: app.url()}))
 	srv.start()
 	p := newProvider(t, srv.url(), 256)
 	r.track(t, p)
@@ -73,9 +73,7 @@ func TestDoublesAndRedrive(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { m, err := srv.metrics(); return err == nil && m[mPending] == 0 }) {
 		t.Fatal("outbox not drained before the redrive")
 	}
-	ro := openRO(t, db)
-	jobs0 := queryInt(t, ro, `SELECT count(*) FROM jobs`)
-	receipts0 := queryInt(t, ro, `SELECT count(*) FROM receipts`)
+	jobs0, receipts0 := db.count("jobs"), db.count("receipts")
 	if want := ids + sc.redrive; jobs0 != want {
 		t.Errorf("jobs before the redrive: %d, want %d (one per event id)", jobs0, want)
 	}
@@ -106,8 +104,7 @@ func TestDoublesAndRedrive(t *testing.T) {
 	r.Faults += len(redrive)
 	time.Sleep(2500 * time.Millisecond) // past the workers' poll interval: a wrong job would be leased by now
 
-	jobs1 := queryInt(t, ro, `SELECT count(*) FROM jobs`)
-	receipts1 := queryInt(t, ro, `SELECT count(*) FROM receipts`)
+	jobs1, receipts1 := db.count("jobs"), db.count("receipts")
 	dels1 := app.delivered.Load()
 	m1 := srv.mustMetrics()
 	if notDup.Load() > 0 {
