@@ -8,10 +8,12 @@ package pgstore
 // them, which at that level never fails for a conflict.
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,25 +42,6 @@ func utc(t *time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
-}
-
-// idSlack widens the window of a time-bounded walk of events by id. Ids
-// grow in insert order, claimed_at is the receipt's time on the instance
-// that took it: an event inserted after another may carry an earlier time,
-// by the instances' clock skew plus the time from receipt to insert (the
-// body's read, the commit's retries). The walk stops at the newest event
-// claimed before the window's start less this, then filters by time: the
-// window is exact as long as skew and delay stay under it.
-const idSlack = 5 * time.Minute
-
-// idBefore is a scalar subquery: the id of the newest event claimed before
-// the time parameter p less idSlack (0 if none). It walks the events newest
-// first on their primary key and stops there, so its cost follows the
-// window, not the history (events has no index on claimed_at: the hot
-// insert does not pay for one).
-func idBefore(p string) string {
-	return "COALESCE((SELECT id FROM events WHERE claimed_at < " + p + "::timestamptz - interval '" +
-		strconv.Itoa(int(idSlack.Seconds())) + " seconds' ORDER BY id DESC LIMIT 1), 0)"
 }
 
 // eventColumns are an event's summary, selected FROM eventFrom: its jobs by
@@ -149,10 +132,17 @@ func page[T any](items []T, limit int, key func(T) int64) ([]T, int64) {
 	return items, key(items[limit-1])
 }
 
-// ListEvents lists events newest first, walking the events by id (the
-// primary key) and stopping at the page's end, or, with Since, where the
-// window begins. next is the cursor of the following page, 0 when this page
-// is the last.
+// ListEvents lists events newest first. next is the cursor of the
+// following page, 0 when this page is the last.
+//
+// No filter reads more than its answer bounds, as on SQLite: --status dead
+// or pending semi-joins those jobs' partial indexes (the backlog, not the
+// history); --source and --type read events_source_type (source,
+// event_type, id) backwards for each (source, type) pair the filter
+// matches, found by one seek per pair, and merge the pages; --since starts
+// at the first claim of its hour, which hourly.first_ref holds. Only the
+// plain listing (and --status delivered, most events) walks events newest
+// first on the primary key, and it stops at the page's end.
 func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items []hookwarden.EventSummary, next int64, err error) {
 	if f.Status == hookwarden.StatusQuarantined {
 		return s.listQuarantined(ctx, f)
@@ -163,41 +153,64 @@ func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ev hookwarden.EventSummary
-		if err := scanEvent(rows, &ev); err != nil {
-			return nil, 0, fmt.Errorf("list events: %w", err)
+	err = s.snapshot(ctx, func(tx pgx.Tx) error {
+		if byPairs(f) {
+			pairs, err := typePairs(ctx, tx, f)
+			if err != nil {
+				return err
+			}
+			if pairs != nil {
+				ids, err := listPairs(ctx, tx, f, pairs, limit)
+				if err != nil {
+					return err
+				}
+				q, args = summariesSQL, []any{ids}
+			}
 		}
-		items = append(items, ev)
-	}
-	if err := rows.Err(); err != nil {
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ev hookwarden.EventSummary
+			if err := scanEvent(rows, &ev); err != nil {
+				return err
+			}
+			items = append(items, ev)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
 	items, next = page(items, limit, func(e hookwarden.EventSummary) int64 { return e.Ref })
 	return items, next, nil
 }
 
-// eventsQuery is ListEvents' statement for f (not quarantined), which
-// fetches one row more than the page's limit.
-func eventsQuery(f hookwarden.EventFilter) (q string, args []any, limit int, err error) {
-	var w where
-	if f.Source != "" {
-		w.add("e.source = " + w.arg(f.Source))
-	}
-	if p, ok := strings.CutSuffix(f.Type, "*"); ok {
-		w.add("starts_with(e.event_type, " + w.arg(p) + ")")
-	} else if f.Type != "" {
-		w.add("e.event_type = " + w.arg(f.Type))
-	}
+// byPairs: f lists by (source, type) pairs (a source or a type, no
+// status that starts from the jobs).
+func byPairs(f hookwarden.EventFilter) bool {
+	return (f.Source != "" || f.Type != "") && f.Status != hookwarden.StatusDead && f.Status != hookwarden.StatusPending
+}
+
+// sinceRef is a scalar subquery: the lowest event id that can have been
+// claimed at or after the time parameter p, the first claim of p's hour or
+// a later one (hourly.first_ref, on hourly_hour). It is exact whatever the
+// instances' clocks: first_ref is the least id claimed in its hour. No
+// claim since: past the highest id.
+func sinceRef(p string) string {
+	return "COALESCE((SELECT min(first_ref) FROM hourly WHERE hour >= date_trunc('hour', " + p + "::timestamptz, 'UTC')), " +
+		"(SELECT COALESCE(max(id), 0) + 1 FROM events))"
+}
+
+// filterConds adds f's conditions on events e but the source and type
+// (which the pairs' walk, or typeConds, adds).
+func filterConds(w *where, f hookwarden.EventFilter) error {
 	if !f.Since.IsZero() {
 		at := w.arg(f.Since.UTC())
 		w.add("e.claimed_at >= " + at)
-		w.add("e.id > " + idBefore(at))
+		w.add("e.id >= " + sinceRef(at))
 	}
 	if f.Cursor > 0 {
 		w.add("e.id < " + w.arg(f.Cursor))
@@ -214,11 +227,180 @@ func eventsQuery(f hookwarden.EventFilter) (q string, args []any, limit int, err
 		w.add("NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state <> 'delivered')")
 	case "":
 	default:
-		return "", nil, 0, fmt.Errorf("list events: unknown status %q", f.Status)
+		return fmt.Errorf("list events: unknown status %q", f.Status)
+	}
+	return nil
+}
+
+// typeConds adds f's source and type on events e.
+func typeConds(w *where, f hookwarden.EventFilter) {
+	if f.Source != "" {
+		w.add("e.source = " + w.arg(f.Source))
+	}
+	if p, ok := strings.CutSuffix(f.Type, "*"); ok {
+		w.add("starts_with(e.event_type, " + w.arg(p) + ")")
+	} else if f.Type != "" {
+		w.add("e.event_type = " + w.arg(f.Type))
+	}
+}
+
+// eventsQuery is ListEvents' statement for f (not quarantined) walking the
+// events newest first, which fetches one row more than the page's limit.
+// For a source or a type it is the fallback when the filter matches more
+// than maxTypePairs pairs.
+func eventsQuery(f hookwarden.EventFilter) (q string, args []any, limit int, err error) {
+	var w where
+	typeConds(&w, f)
+	if err := filterConds(&w, f); err != nil {
+		return "", nil, 0, err
 	}
 	limit = limitOf(f.Limit)
-	q = "SELECT " + eventColumns + " FROM " + eventFrom + w.String() + " ORDER BY e.id DESC LIMIT " + w.arg(limit+1)
+	// The page's ids first, then their summaries: the planner may gather a
+	// filter's matches before it orders them (the backlog, for --status
+	// pending), and must not sum every match's jobs and receipts on the way.
+	q = "SELECT " + eventColumns + " FROM " + eventFrom + " WHERE e.id = ANY (ARRAY(SELECT e.id FROM events e" + w.String() +
+		" ORDER BY e.id DESC LIMIT " + w.arg(limit+1) + ")) ORDER BY e.id DESC"
 	return q, w.args, limit, nil
+}
+
+// pairListSQL reads the newest ids of one (source, type) pair ($1, $2)
+// below $3 and from $4 on, claimed at or after $5 (with since), for
+// status delivered (with delivered), at most $6: a backward range of
+// events_source_type (source, event_type, id). One statement per pair,
+// with the pair's own values: planned for one pair the planner knows a rare
+// one from a common one, which a join over the list of pairs hides.
+func pairListSQL(since, delivered bool) string {
+	q := `SELECT e.id FROM events e WHERE e.source = $1 AND e.event_type = $2 AND e.id < $3 AND e.id >= $4`
+	if since {
+		q += ` AND e.claimed_at >= $5`
+	} else {
+		q += ` AND $5::timestamptz IS NULL`
+	}
+	if delivered {
+		q += ` AND NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state <> 'delivered')`
+	}
+	return q + ` ORDER BY e.id DESC LIMIT $6`
+}
+
+// summariesSQL reads the summaries of the events whose ids are $1, newest
+// first.
+const summariesSQL = "SELECT " + eventColumns + " FROM " + eventFrom + " WHERE e.id = ANY ($1::bigint[]) ORDER BY e.id DESC"
+
+// sinceRefSQL: the lowest id claimed at or after $1 can have (sinceRef).
+var sinceRefSQL = "SELECT " + sinceRef("$1")
+
+// listPairs lists the ids of f's page (limit+1 of them) over the pairs it
+// matches: each pair's newest, by pairListSQL in one batch (one round
+// trip), merged newest first.
+func listPairs(ctx context.Context, tx pgx.Tx, f hookwarden.EventFilter, pairs [][2]string, limit int) ([]int64, error) {
+	hi, lo := int64(1<<63-1), int64(0)
+	if f.Cursor > 0 {
+		hi = f.Cursor
+	}
+	var since *time.Time
+	if !f.Since.IsZero() {
+		at := f.Since.UTC()
+		since = &at
+		if err := tx.QueryRow(ctx, sinceRefSQL, at).Scan(&lo); err != nil {
+			return nil, err
+		}
+	}
+	q := pairListSQL(since != nil, f.Status == hookwarden.StatusDelivered)
+	var b pgx.Batch
+	for _, p := range pairs {
+		b.Queue(q, p[0], p[1], hi, lo, since, limit+1)
+	}
+	br := tx.SendBatch(ctx, &b)
+	var ids []int64
+	for range pairs {
+		rows, err := br.Query()
+		if err != nil {
+			br.Close()
+			return nil, err
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			br.Close()
+			return nil, err
+		}
+		ids = append(ids, got...)
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ids, func(a, b int64) int { return cmp.Compare(b, a) })
+	return ids[:min(len(ids), limit+1)], nil
+}
+
+// maxTypePairs bounds the (source, type) pairs a listing merges; a filter
+// matching more (ids in the type?) walks the events newest first instead.
+const maxTypePairs = 2000
+
+// typePairsSQL lists the (source, type) pairs of events, by skipping
+// through events_source_type: one seek per pair, stopping after $1 pairs.
+// Of one source ($2), from a type prefix on ($3) and while the pairs keep
+// it: typeOfSourcePairsSQL.
+const (
+	typePairsSQL = `
+WITH RECURSIVE pairs(source, event_type, n) AS (
+	(SELECT source, event_type, 1 FROM events ORDER BY source, event_type LIMIT 1)
+	UNION ALL
+	SELECT nx.source, nx.event_type, p.n + 1 FROM pairs p CROSS JOIN LATERAL (
+		SELECT source, event_type FROM events WHERE (source, event_type) > (p.source, p.event_type)
+		ORDER BY source, event_type LIMIT 1) nx
+	WHERE p.n < $1)
+SELECT source, event_type FROM pairs`
+	typeOfSourcePairsSQL = `
+WITH RECURSIVE pairs(event_type, n) AS (
+	(SELECT event_type, 1 FROM events WHERE source = $2 AND event_type >= $3 ORDER BY event_type LIMIT 1)
+	UNION ALL
+	SELECT nx.event_type, p.n + 1 FROM pairs p CROSS JOIN LATERAL (
+		SELECT event_type FROM events WHERE source = $2 AND event_type > p.event_type
+		ORDER BY event_type LIMIT 1) nx
+	WHERE p.n < $1 AND starts_with(p.event_type, $3))
+SELECT $2, event_type FROM pairs`
+)
+
+// typePairs lists the (source, type) pairs of events that f's source and
+// type match (typePairsSQL). nil: more than maxTypePairs pairs, or more
+// than twice as many seeks.
+func typePairs(ctx context.Context, tx pgx.Tx, f hookwarden.EventFilter) ([][2]string, error) {
+	prefix, isPrefix := strings.CutSuffix(f.Type, "*")
+	if f.Source != "" && f.Type != "" && !isPrefix {
+		return [][2]string{{f.Source, f.Type}}, nil
+	}
+	seeks := 2*maxTypePairs + 1
+	q, args := typePairsSQL, []any{seeks}
+	if f.Source != "" {
+		q, args = typeOfSourcePairsSQL, []any{seeks, f.Source, prefix}
+	}
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	pairs := [][2]string{}
+	n := 0
+	for rows.Next() {
+		var p [2]string
+		if err := rows.Scan(&p[0], &p[1]); err != nil {
+			return nil, err
+		}
+		n++
+		switch {
+		case f.Type == "", isPrefix && strings.HasPrefix(p[1], prefix), !isPrefix && p[1] == f.Type:
+			if pairs = append(pairs, p); len(pairs) > maxTypePairs {
+				return nil, nil
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if n >= seeks {
+		return nil, nil
+	}
+	return pairs, nil
 }
 
 // listQuarantined is ListEvents of status quarantined: the held requests

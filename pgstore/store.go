@@ -10,7 +10,7 @@
 // (migrations/0001_init.sql, the SQLite schema at version 8, and the
 // migrations after it: lease holders, prune indexes, flow, backfill,
 // counters kept by triggers, their rows one per server process and folded
-// by Prune), Record (hookwarden.Recorder: a new single
+// by Prune, listing indexes), Record (hookwarden.Recorder: a new single
 // event in one statement, fresh.go; with the direct
 // hand-over of SetDirect: a new job given a free slot is committed leased
 // to this process's run and handed over after COMMIT), the queue

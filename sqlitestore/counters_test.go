@@ -173,6 +173,7 @@ func TestOperatorReadPlans(t *testing.T) {
 		{"list: first pair of a source", firstPairOfSourceSQL, 2},
 		{"list: next pair", nextPairSQL, 2},
 		{"prune: held events and requests", countHeldSQL, 1},
+		{"prune --dry-run: held events and requests", countHeldDrySQL, 1},
 		{"dead letters (the dashboard, dead list)", deadListSQL([]string{"j.state = 'dead'", "j.id < ?"}), 2},
 		{"dead letters of a source since", deadListSQL([]string{"j.state = 'dead'", "e.source = ?", "j.finished_at >= ?"}), 3},
 	} {
@@ -258,7 +259,7 @@ func TestFillHistory(t *testing.T) {
 	c := newTestClock()
 	s := MustOpen(t, Options{Now: c.Now})
 	ctx := context.Background()
-	if err := s.FillHistory(ctx, History{Claims: 50000, Payloads: 10000, Source: "bench", Body: 64}, nil); err != nil {
+	if err := s.FillHistory(ctx, hookwarden.History{Claims: 50000, Payloads: 10000, Source: "bench", Body: 64}, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.Stats(ctx, []string{"bench", "other", "rare"}, []string{"bench/app"})

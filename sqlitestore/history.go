@@ -9,48 +9,20 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-)
 
-// History describes the file FillHistory writes. The claims are spread
-// evenly over Span before now (within an hour of its ends), oldest first: the older ones folded by
-// retention.payloads (a summary on the claim, its receipt, job and attempt
-// gone, their counts in pruned_totals, as Prune leaves them), the newest
-// Payloads kept whole: an accepted receipt with a Body-byte body, a
-// delivered job and its attempt. Every fifth payload event has a duplicate
-// receipt, one in a thousand a dead job.
-//
-// Sources: source gets most claims, "other" one in four, "rare" one in a
-// thousand; types cycle through 20 ("type.0" ...), and one in 5,000 claims
-// is "rare.type". Destinations are SOURCE/app.
-type History struct {
-	Claims, Payloads int
-	Source           string
-	Span             time.Duration // default 90 days
-	PayloadSpan      time.Duration // the newest Payloads fill this much of Span; default 30 days
-	Body             int           // default 1024
-}
+	"github.com/hookwarden/hookwarden"
+)
 
 // historyChunk is the claims written per transaction.
 const historyChunk = 20000
 
-// FillHistory writes h into an empty store through its writer, in
+// FillHistory writes h (hookwarden.History says what it holds) into an
+// empty store through its writer, in
 // transactions of historyChunk claims. The triggers keep the counters and
 // hourly counts as for any write. progress, if set, is called after each
 // transaction with the claims written so far.
-func (s *Store) FillHistory(ctx context.Context, h History, progress func(done int)) error {
-	if h.Span <= 0 {
-		h.Span = 90 * 24 * time.Hour
-	}
-	if h.PayloadSpan <= 0 {
-		h.PayloadSpan = 30 * 24 * time.Hour
-	}
-	if h.Body <= 0 {
-		h.Body = 1024
-	}
-	if h.Source == "" {
-		h.Source = "bench"
-	}
-	h.Payloads = min(h.Payloads, h.Claims)
+func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress func(done int)) error {
+	h = h.WithDefaults()
 	var n int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM events LIMIT 1)`).Scan(&n); err != nil {
 		return fmt.Errorf("fill history: %w", err)
@@ -59,19 +31,8 @@ func (s *Store) FillHistory(ctx context.Context, h History, progress func(done i
 		return fmt.Errorf("fill history: %s already holds events", s.path)
 	}
 	now := s.now().UTC().Truncate(time.Second)
-	folded := h.Claims - h.Payloads
-	// Folded claims fill [now-Span, now-PayloadSpan), payload ones the rest
-	// up to a minute ago, an hour inside each bound: a prune pass with the
-	// same retention finds nothing to do.
-	end := now.Add(-time.Minute)
-	foldStart, payStart := now.Add(-h.Span+time.Hour), now.Add(-h.PayloadSpan+time.Hour)
-	step := func(from, to time.Time, n int) float64 {
-		if n == 0 {
-			return 0
-		}
-		return to.Sub(from).Seconds() / float64(n)
-	}
-	foldStep, payStep := step(foldStart, payStart, folded), step(payStart, end, h.Payloads)
+	l := h.Layout(now)
+	folded, foldStart, payStart, foldStep, payStep := l.Folded, l.FoldStart, l.PayStart, l.FoldStep, l.PayStep
 	prunedAt := fmtTime(now)
 	for lo := 1; lo <= h.Claims; lo += historyChunk {
 		hi := min(lo+historyChunk-1, h.Claims)
@@ -111,7 +72,7 @@ g AS (SELECT i,
 	FROM c)
 `
 
-func fillFolded(ctx context.Context, tx *sql.Tx, h History, lo, hi int, t0 int64, step float64, prunedAt string) error {
+func fillFolded(ctx context.Context, tx *sql.Tx, h hookwarden.History, lo, hi int, t0 int64, step float64, prunedAt string) error {
 	if _, err := tx.ExecContext(ctx, historyRows+`
 INSERT INTO events (id, source, event_id, event_type, claimed_at, body_sha256, pruned_at, receipts, jobs, attempts, last_received_at, delivered_at)
 SELECT i, source, 'hist_' || i, type, at, x'', ?7, 1, 1, 1, at, at FROM g`, lo, hi, h.Source, t0, 1, step, prunedAt); err != nil {
@@ -132,7 +93,7 @@ WHERE true GROUP BY name, kind
 	return nil
 }
 
-func fillPayloads(ctx context.Context, tx *sql.Tx, h History, lo, hi, first int, t0 int64, step float64) error {
+func fillPayloads(ctx context.Context, tx *sql.Tx, h hookwarden.History, lo, hi, first int, t0 int64, step float64) error {
 	// Rows of one claim: receipt id 2i (accepted) and 2i+1 (its duplicate,
 	// for one claim in five), job id i, attempt id i.
 	args := []any{lo, hi, h.Source, t0, first + 1, step, h.Body}

@@ -62,9 +62,27 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 }
 
 // countHeldSQL counts the held events and requests; ?1 is the cutoff.
+// After a pass, every event claimed before the cutoff is behind the
+// payload walk's cursor, and each one it could not fold is in prune_held:
+// the count reads those (the answer's rows) and their jobs on jobs_event.
+// It used to read every dead and pending job (their partial indexes) and
+// look up each one's event: an idle pass at ten million claims paid a
+// random read per dead letter of the whole history.
+const countHeldSQL = `
+SELECT
+	(SELECT count(*) FROM prune_held h CROSS JOIN events e ON e.id = h.event_ref
+		WHERE e.claimed_at < ?1 AND EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = e.id AND j.state = 'dead')),
+	(SELECT count(*) FROM prune_held h CROSS JOIN events e ON e.id = h.event_ref
+		WHERE e.claimed_at < ?1 AND EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = e.id AND j.state = 'pending')
+		AND NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')),
+	(SELECT count(*) FROM quarantine WHERE first_at < ?1 AND released_at IS NULL)`
+
+// countHeldDrySQL is countHeldSQL for a dry run, which moves no cursor and
+// fills no prune_held: from the partial indexes of dead and pending jobs
+// (jobs_dead, jobs_due), every such job's event looked up.
 // INDEXED BY: left alone, SQLite reads count(DISTINCT event_ref) in order
 // from jobs_event, every job of the history (1.3 s at 10 million claims).
-const countHeldSQL = `
+const countHeldDrySQL = `
 SELECT
 	(SELECT count(DISTINCT j.event_ref) FROM jobs j INDEXED BY jobs_dead JOIN events e ON e.id = j.event_ref
 		WHERE j.state = 'dead' AND e.claimed_at < ?1),
@@ -74,11 +92,14 @@ SELECT
 	(SELECT count(*) FROM quarantine WHERE first_at < ?1 AND released_at IS NULL)`
 
 // countHeld counts the events older than the payload cutoff that wait for a
-// human. It reads the partial indexes of dead and pending jobs (jobs_dead,
-// jobs_due): its cost follows the backlog, not the history.
+// human, after the payload walk (countHeldSQL; a dry run countHeldDrySQL).
 func (s *Store) countHeld(ctx context.Context, res *hookwarden.PruneResult) error {
 	cut := fmtTime(res.PayloadCutoff)
-	err := s.rdb.QueryRowContext(ctx, countHeldSQL, cut).Scan(&res.HeldDead, &res.HeldPending, &res.HeldQuarantined)
+	q := countHeldSQL
+	if res.DryRun {
+		q = countHeldDrySQL
+	}
+	err := s.rdb.QueryRowContext(ctx, q, cut).Scan(&res.HeldDead, &res.HeldPending, &res.HeldQuarantined)
 	if err != nil {
 		return fmt.Errorf("prune: count held: %w", err)
 	}

@@ -66,8 +66,14 @@ func testRetentionPayloads(t *testing.T, h Harness) {
 	if jobs := f.lease("std/a", 5, time.Minute); len(jobs) != 0 {
 		t.Fatalf("a copy of a folded event created jobs: %+v", jobs)
 	}
-	if again := f.prune(PruneOptions{Retention: ret}); again.PayloadsPruned != 0 {
-		t.Errorf("second prune folded %d more", again.PayloadsPruned)
+	// A later pass counts the events it holds as they are now: B, replayed,
+	// is pending, no longer dead.
+	if again := f.prune(PruneOptions{Retention: ret}); again.PayloadsPruned != 0 || again.HeldDead != 0 ||
+		again.HeldPending != 2 || again.HeldQuarantined != 1 {
+		t.Errorf("second prune: %+v, want nothing folded, B and C pending, the request held", again)
+	}
+	if dry := f.prune(PruneOptions{Retention: ret, DryRun: true}); dry.HeldDead != 0 || dry.HeldPending != 2 || dry.HeldQuarantined != 1 {
+		t.Errorf("dry run after it: %+v, want B and C pending, the request held", dry)
 	}
 }
 

@@ -105,6 +105,7 @@ func Run(t *testing.T, h Harness) {
 		{"Inspect/ShowBatchElement", testShowBatchElement},
 		{"Inspect/ListDead", testListDead},
 		{"Inspect/RecentCounts", testRecentCounts},
+		{"Inspect/RecentCountsOffTheHour", testRecentCountsOffTheHour},
 		{"Inspect/QuarantinePages", testQuarantinePages},
 		{"BackupReadable", testBackup},
 		{"Health/LastWrite", testHealth},

@@ -20,15 +20,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
+
+	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
 
-// historyReport is the history phase's part of the report.
+// historyReport is the history phase's part of the report, for one store.
 type historyReport struct {
+	Store        string    `json:"store"` // sqlite | postgres
 	Claims       int       `json:"claims"`
 	Payloads     int       `json:"payloads"`
 	BuildSeconds float64   `json:"build_seconds"`
-	DBBytes      int64     `json:"db_bytes"`
+	DBBytes      int64     `json:"db_bytes"` // the file, or pg_database_size
 	Fresh        *storeRun `json:"fresh"`
 	History      *storeRun `json:"history"`
 	// Restart is the first 10 s of load after a restart with the file
@@ -43,10 +47,20 @@ type historyReport struct {
 	P99Ratio    float64 `json:"p99_ratio"`
 }
 
-// loadOnly serves the database in dir and loads it at 64 connections.
-func (b *bench) loadOnly(ctx context.Context, dir string) (loadResult, error) {
+// historyStore is one store of the history phase: a SQLite file in dir,
+// or the PostgreSQL database url (dir holds the serve process's config).
+type historyStore struct{ dir, url string }
+
+func (b *bench) historyOptions(st historyStore) hwOptions {
+	opts := b.hwOptions(st.dir, "/hold", 2*b.o.body+4096)
+	opts.dbURL = st.url
+	return opts
+}
+
+// loadOnly serves the store and loads it at 64 connections.
+func (b *bench) loadOnly(ctx context.Context, st historyStore) (loadResult, error) {
 	o := b.o
-	s, err := startHookwarden(ctx, b.hwOptions(dir, "/hold", 2*o.body+4096))
+	s, err := startHookwarden(ctx, b.historyOptions(st))
 	if err != nil {
 		return loadResult{}, err
 	}
@@ -90,41 +104,98 @@ type restartRun struct {
 	Warm         loadResult `json:"warm_10s"`
 }
 
+// historyPhase runs the history's measurements on SQLite, then on
+// PostgreSQL (a throwaway cluster, as the postgres phase's) when its
+// binaries are there.
 func (b *bench) historyPhase(ctx context.Context) error {
-	o := b.o
-	h := &historyReport{Claims: o.historyClaims, Payloads: min(o.historyPayloads, o.historyClaims)}
+	h, err := b.historyRun(ctx, nil)
 	b.rep.History = h
-	b.printf("\n== history: a fresh store against one of %d claims (%d with payloads); 64 conns for %s each\n",
-		h.Claims, h.Payloads, o.duration)
+	if err != nil {
+		return err
+	}
+	cluster, err := pgtest.Launch(pgtest.Settings{"max_connections": "300"})
+	if err != nil {
+		if pgtest.IsMissing(err) {
+			b.printf("\n== history on PostgreSQL: skipped: %v\n", err)
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		if err := cluster.Stop(); err != nil {
+			b.printf("  stop PostgreSQL: %v\n", err)
+		}
+	}()
+	b.rep.HistoryPostgres, err = b.historyRun(ctx, cluster)
+	return err
+}
 
-	fresh := b.dir("history-fresh")
-	var err error
+// historyRun measures a fresh store against one holding the history, on
+// SQLite (cluster nil) or on a new database of cluster each.
+func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*historyReport, error) {
+	o := b.o
+	h := &historyReport{Store: "sqlite", Claims: o.historyClaims, Payloads: min(o.historyPayloads, o.historyClaims)}
+	newStore := func(name string) (historyStore, error) {
+		st := historyStore{dir: b.dir(name)}
+		if cluster == nil {
+			return st, nil
+		}
+		pgDatabases++
+		db := fmt.Sprintf("bench%d", pgDatabases)
+		if err := cluster.Exec(ctx, "", "CREATE DATABASE "+db+" TEMPLATE template0"); err != nil {
+			return st, err
+		}
+		st.url = cluster.URL(db)
+		return st, nil
+	}
+	if cluster != nil {
+		h.Store = "postgres"
+	}
+	b.printf("\n== history (%s): a fresh store against one of %d claims (%d with payloads); 64 conns for %s each\n",
+		h.Store, h.Claims, h.Payloads, o.duration)
+
+	fresh, err := newStore("history-fresh-" + h.Store)
+	if err != nil {
+		return h, err
+	}
 	if h.Fresh, err = b.measureStore(ctx, fresh, "fresh"); err != nil {
-		return err
+		return h, err
 	}
 
-	dir := b.dir("history")
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
+	hist, err := newStore("history-" + h.Store)
+	if err != nil {
+		return h, err
 	}
-	db := filepath.Join(dir, "hookwarden.db")
+	if err := os.MkdirAll(hist.dir, 0o750); err != nil {
+		return h, err
+	}
+	db := filepath.Join(hist.dir, "hookwarden.db")
 	b.printf("  building %d claims through the store's bulk path ...\n", h.Claims)
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, o.bin, "bench-history", "--db", db, "--claims", strconv.Itoa(h.Claims),
-		"--payloads", strconv.Itoa(h.Payloads), "--body", strconv.Itoa(o.body))
+	target := []string{"--db", db}
+	if hist.url != "" {
+		target = []string{"--url", hist.url}
+	}
+	cmd := exec.CommandContext(ctx, o.bin, append(append([]string{"bench-history"}, target...), "--claims", strconv.Itoa(h.Claims),
+		"--payloads", strconv.Itoa(h.Payloads), "--body", strconv.Itoa(o.body))...)
 	cmd.Stderr = os.Stderr
 	if out, err := cmd.Output(); err != nil {
-		return fmt.Errorf("bench-history: %w", err)
+		return h, fmt.Errorf("bench-history: %w", err)
 	} else {
 		b.printf("  built in %s\n", strings.TrimSpace(string(out)))
 	}
 	h.BuildSeconds = round3(time.Since(start).Seconds())
-	if fi, err := os.Stat(db); err == nil {
+	if hist.url != "" {
+		h.DBBytes, err = pgDatabaseSize(ctx, hist.url)
+		if err != nil {
+			return h, err
+		}
+	} else if fi, err := os.Stat(db); err == nil {
 		h.DBBytes = fi.Size()
 	}
-	b.printf("  build %.0fs, file %.0f MiB\n", h.BuildSeconds, float64(h.DBBytes)/(1<<20))
-	if h.History, err = b.measureStore(ctx, dir, "history"); err != nil {
-		return err
+	b.printf("  build %.0fs, store %.0f MiB\n", h.BuildSeconds, float64(h.DBBytes)/(1<<20))
+	if h.History, err = b.measureStore(ctx, hist, "history"); err != nil {
+		return h, err
 	}
 	// More rounds, alternating, so that each ratio compares neighbours in
 	// time on a noisy machine (the first history round also follows the
@@ -132,12 +203,12 @@ func (b *bench) historyPhase(ctx context.Context) error {
 	fl, hl := []loadResult{h.Fresh.Load}, []loadResult{h.History.Load}
 	for r := 2; r <= o.rounds; r++ {
 		for _, x := range []struct {
-			dir  string
+			st   historyStore
 			into *[]loadResult
-		}{{fresh, &fl}, {dir, &hl}} {
-			res, err := b.loadOnly(ctx, x.dir)
+		}{{fresh, &fl}, {hist, &hl}} {
+			res, err := b.loadOnly(ctx, x.st)
 			if err != nil {
-				return err
+				return h, err
 			}
 			*x.into = append(*x.into, res)
 		}
@@ -155,16 +226,27 @@ func (b *bench) historyPhase(ctx context.Context) error {
 		len(fl), h.HistoryAcks, h.FreshAcks, h.AcksRatio, h.HistoryP99, h.FreshP99, h.P99Ratio)
 	b.printReads(h)
 
-	// A restart with the file out of the page cache.
-	for _, f := range []string{db, db + "-wal", db + "-shm"} {
-		if err := evict(f); err != nil {
-			b.printf("  evict %s: %v\n", f, err)
+	// A restart with the store out of the page cache: the SQLite file's
+	// pages; on PostgreSQL the server restarted (its shared buffers
+	// empty) and every file of its data directory evicted.
+	if cluster != nil {
+		if err := cluster.Restart(); err != nil {
+			return h, err
+		}
+		if err := evictTree(cluster.DataDir()); err != nil {
+			b.printf("  evict %s: %v\n", cluster.DataDir(), err)
+		}
+	} else {
+		for _, f := range []string{db, db + "-wal", db + "-shm"} {
+			if err := evict(f); err != nil {
+				b.printf("  evict %s: %v\n", f, err)
+			}
 		}
 	}
 	t0 := time.Now()
-	s, err := startHookwarden(ctx, b.hwOptions(dir, "/hold", 2*o.body+4096))
+	s, err := startHookwarden(ctx, b.historyOptions(hist))
 	if err != nil {
-		return err
+		return h, err
 	}
 	defer s.stop()
 	r := &restartRun{ReadySeconds: round3(time.Since(t0).Seconds())}
@@ -173,19 +255,32 @@ func (b *bench) historyPhase(ctx context.Context) error {
 	r.Cold = runLoad(spec)
 	r.Warm = runLoad(spec)
 	h.Restart = r
-	b.printf("  restart, file evicted from the page cache: ready in %.2fs; first 10 s %s\n  then warm: %s\n",
+	b.printf("  restart, store evicted from the page cache: ready in %.2fs; first 10 s %s\n  then warm: %s\n",
 		r.ReadySeconds, r.Cold, r.Warm)
 	b.sink.releaseAll()
 	err = s.stop()
 	b.sink.rehold()
-	return err
+	return h, err
 }
 
-// measureStore serves the database in dir, loads it at 64 connections,
-// then times every operator read on it, and one prune pass.
-func (b *bench) measureStore(ctx context.Context, dir, label string) (*storeRun, error) {
+// pgDatabaseSize is the size on disk of the database at url.
+func pgDatabaseSize(ctx context.Context, url string) (int64, error) {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(ctx)
+	var n int64
+	err = c.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
+	return n, err
+}
+
+// measureStore serves the store, loads it at 64 connections, then times
+// every operator read on it, and one prune pass.
+func (b *bench) measureStore(ctx context.Context, st historyStore, label string) (*storeRun, error) {
 	o := b.o
-	s, err := startHookwarden(ctx, b.hwOptions(dir, "/hold", 2*o.body+4096))
+	dir := st.dir
+	s, err := startHookwarden(ctx, b.historyOptions(st))
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +375,16 @@ func (b *bench) printReads(h *historyReport) {
 		}
 		b.printf("  %-42s %12.1f %12.1f %8.2f%s\n", name, f.MedianMS, x.MedianMS, ratio, note)
 	}
+}
+
+// evictTree evicts every regular file under dir (evict).
+func evictTree(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		return evict(path)
+	})
 }
 
 // evict drops a file's pages from the page cache (written out first), so

@@ -72,26 +72,30 @@ func newServeProfiledCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// newBenchHistoryCmd writes a synthetic history into a new database file,
-// for the benchmark harness's history phase (make bench). Hidden: a tool for
-// developers. The file is then served and measured like any other.
+// newBenchHistoryCmd writes a synthetic history into a new database file
+// (--db) or an empty PostgreSQL database (--url), for the benchmark
+// harness's history phase (make bench). Hidden: a tool for developers. The
+// store is then served and measured like any other.
 func newBenchHistoryCmd(g *globals) *cobra.Command {
 	var claims, payloads, body int
+	var url string
 	cmd := &cobra.Command{
 		Use:    "bench-history",
-		Short:  "write a synthetic history of claims into a new --db file (for make bench)",
+		Short:  "write a synthetic history of claims into a new --db file or an empty --url database (for make bench)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.dbPath == "" || claims <= 0 || payloads < 0 {
-				return usageErrorf("bench-history: want --db FILE, --claims N > 0, --payloads M >= 0")
+			if (g.dbPath == "") == (url == "") || claims <= 0 || payloads < 0 {
+				return usageErrorf("bench-history: want --db FILE or --url postgres://..., --claims N > 0, --payloads M >= 0")
 			}
-			if _, err := os.Stat(g.dbPath); err == nil {
-				return fmt.Errorf("bench-history: %s exists: the history goes into a new file", g.dbPath)
+			if g.dbPath != "" {
+				if _, err := os.Stat(g.dbPath); err == nil {
+					return fmt.Errorf("bench-history: %s exists: the history goes into a new file", g.dbPath)
+				}
 			}
 			start := time.Now()
 			last := start
-			err := fillHistory(cmd.Context(), g.dbPath, claims, payloads, body, func(done int) {
+			err := fillHistory(cmd.Context(), g.dbPath, url, claims, payloads, body, func(done int) {
 				if time.Since(last) >= 10*time.Second || done == claims {
 					last = time.Now()
 					fmt.Fprintf(cmd.ErrOrStderr(), "bench-history: %d of %d claims, %.0fs\n", done, claims, time.Since(start).Seconds())
@@ -107,5 +111,6 @@ func newBenchHistoryCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&claims, "claims", 10_000_000, "claims in all")
 	cmd.Flags().IntVar(&payloads, "payloads", 1_000_000, "the newest claims that keep their payloads")
 	cmd.Flags().IntVar(&body, "body", 1024, "body bytes of each kept payload")
+	cmd.Flags().StringVar(&url, "url", "", "an empty PostgreSQL database to write the history into, instead of --db")
 	return cmd
 }
