@@ -177,7 +177,7 @@ func ReplayInBatches(ctx context.Context, ids []int64, sel ReplaySelector, opt R
 	seen := map[string]bool{}
 	for done := 0; done < len(ids); {
 		if done > 0 {
-			if err := pause(ctx, opt.Pause); err != nil {
+			if err := Pause(ctx, opt.Pause); err != nil {
 				return res, err
 			}
 		}
@@ -205,8 +205,10 @@ func ReplayInBatches(ctx context.Context, ids []int64, sel ReplaySelector, opt R
 	return res, nil
 }
 
-// pause waits d, or until ctx is done.
-func pause(ctx context.Context, d time.Duration) error {
+// Pause waits d, or until ctx is done (its error then): the breath a batch
+// loop (replay, prune, quarantine retention) takes between two batches so
+// that ingest has the store between them.
+func Pause(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -276,7 +276,7 @@ func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, re
 				if err := s.deleteClaims(ctx, res.ClaimCutoff, ids, res); err != nil {
 					return fmt.Errorf("prune claims: %w", err)
 				}
-				if err := pause(ctx, opt.Pause); err != nil {
+				if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 					return err
 				}
 			}
@@ -399,7 +399,7 @@ func (s *Store) prunePayloads(ctx context.Context, opt hookwarden.PruneOptions, 
 			if err := s.foldLate(ctx, cut, ids, after, res); err != nil {
 				return fmt.Errorf("prune late receipts: %w", err)
 			}
-			if err := pause(ctx, opt.Pause); err != nil {
+			if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 				return err
 			}
 		}
@@ -440,7 +440,7 @@ SELECT (SELECT count(*) FROM p),
 	if err := s.foldEvents(ctx, cut, ids, advance, res); err != nil {
 		return fmt.Errorf("prune payloads: %w", err)
 	}
-	return pause(ctx, opt.Pause)
+	return hookwarden.Pause(ctx, opt.Pause)
 }
 
 // foldEvents folds the events among ids that are still prunable into their

@@ -240,7 +240,7 @@ func (s *Store) pruneBodyKeys(ctx context.Context, opt hookwarden.PruneOptions, 
 				return fmt.Errorf("prune body keys: %w", err)
 			}
 			res.BodyKeysDeleted += n
-			if err := pause(ctx, opt.Pause); err != nil {
+			if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 				return err
 			}
 		}
@@ -329,7 +329,7 @@ RETURNING q.receipt_id, q.source, q.count, q.last_at, (SELECT count(*) FROM batc
 		if n == 0 || listed < opt.BatchSize {
 			return nil
 		}
-		if err := pause(ctx, opt.Pause); err != nil {
+		if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 			return err
 		}
 	}
@@ -363,7 +363,7 @@ func (s *Store) pruneTokens(ctx context.Context, opt hookwarden.PruneOptions, no
 		if n < opt.BatchSize {
 			return nil
 		}
-		if err := pause(ctx, opt.Pause); err != nil {
+		if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -23,19 +22,6 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, pgx.Tx) erro
 	return runAgain(ctx, func() error {
 		return s.inTx(ctx, func(tx pgx.Tx) error { return fn(ctx, tx) })
 	})
-}
-
-// pause waits d between two batches, so that ingest has the database
-// between them, or returns ctx's error.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // queryer is the pool or a transaction.

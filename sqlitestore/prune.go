@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -104,17 +103,6 @@ func (s *Store) countHeld(ctx context.Context, res *hookwarden.PruneResult) erro
 		return fmt.Errorf("prune: count held: %w", err)
 	}
 	return nil
-}
-
-func (s *Store) pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // nextIDs reads the next rows of table (events or receipts) after id, in id
@@ -258,7 +246,7 @@ func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, re
 				if err := s.deleteClaims(ctx, cut, ids, res); err != nil {
 					return fmt.Errorf("prune claims: %w", err)
 				}
-				if err := s.pause(ctx, opt.Pause); err != nil {
+				if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 					return err
 				}
 			}
@@ -378,7 +366,7 @@ func (s *Store) prunePayloads(ctx context.Context, opt hookwarden.PruneOptions, 
 			if err := s.foldLate(ctx, cut, ids, after, res); err != nil {
 				return fmt.Errorf("prune late receipts: %w", err)
 			}
-			if err := s.pause(ctx, opt.Pause); err != nil {
+			if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 				return err
 			}
 		}
@@ -414,7 +402,7 @@ SELECT (SELECT count(*) FROM p),
 	if err := s.foldEvents(ctx, cut, ids, advance, res); err != nil {
 		return fmt.Errorf("prune payloads: %w", err)
 	}
-	return s.pause(ctx, opt.Pause)
+	return hookwarden.Pause(ctx, opt.Pause)
 }
 
 // foldEvents folds the events among ids that are still prunable into their

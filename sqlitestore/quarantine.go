@@ -460,7 +460,7 @@ func (s *Store) pruneBodyKeys(ctx context.Context, opt hookwarden.PruneOptions, 
 				return fmt.Errorf("prune body keys: %w", err)
 			}
 			res.BodyKeysDeleted += n
-			if err := s.pause(ctx, opt.Pause); err != nil {
+			if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 				return err
 			}
 		}
@@ -533,7 +533,7 @@ func (s *Store) pruneQuarantine(ctx context.Context, opt hookwarden.PruneOptions
 		if n < opt.BatchSize {
 			return nil
 		}
-		if err := s.pause(ctx, opt.Pause); err != nil {
+		if err := hookwarden.Pause(ctx, opt.Pause); err != nil {
 			return err
 		}
 	}
