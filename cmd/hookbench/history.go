@@ -108,10 +108,19 @@ type restartRun struct {
 // PostgreSQL (a throwaway cluster, as the postgres phase's) when its
 // binaries are there.
 func (b *bench) historyPhase(ctx context.Context) error {
-	h, err := b.historyRun(ctx, nil)
-	b.rep.History = h
-	if err != nil {
-		return err
+	stores := map[string]bool{} // checked when the flags were read
+	for _, st := range strings.Split(b.o.historyStores, ",") {
+		stores[strings.TrimSpace(st)] = true
+	}
+	if stores["sqlite"] {
+		h, err := b.historyRun(ctx, nil)
+		b.rep.History = h
+		if err != nil {
+			return err
+		}
+	}
+	if !stores["postgres"] {
+		return nil
 	}
 	cluster, err := pgtest.Launch(pgtest.Settings{"max_connections": "300"})
 	if err != nil {

@@ -87,6 +87,7 @@ type options struct {
 	phases      map[string]bool
 
 	historyClaims, historyPayloads, historyReps int
+	historyStores                               string
 }
 
 var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "history", "profile"}
@@ -122,6 +123,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.historyClaims, "history-claims", 10_000_000, "claims of the history phase's store")
 	fs.IntVar(&o.historyPayloads, "history-payloads", 1_000_000, "of which the newest keep their payloads (receipt, delivered job)")
 	fs.IntVar(&o.historyReps, "history-reps", 5, "times each operator read is timed in the history phase (the median is reported)")
+	fs.StringVar(&o.historyStores, "history-stores", "sqlite,postgres", "stores the history phase measures, in this order (postgres needs PostgreSQL's binaries)")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err}
@@ -150,6 +152,11 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.historyClaims < 1 || o.historyPayloads < 0 || o.historyReps < 1 {
 		return nil, usageError{errors.New("want -history-claims >= 1, -history-payloads >= 0, -history-reps >= 1")}
+	}
+	for _, st := range strings.Split(o.historyStores, ",") {
+		if st = strings.TrimSpace(st); st != "sqlite" && st != "postgres" {
+			return nil, usageError{fmt.Errorf("-history-stores: unknown store %q; want sqlite, postgres or both", st)}
+		}
 	}
 	if o.rounds < 1 || o.dup < 0 || o.dup >= 1 || o.body < 256 {
 		return nil, usageError{errors.New("want -rounds >= 1, 0 <= -dup < 1, -body >= 256")}
