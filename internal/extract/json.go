@@ -65,6 +65,10 @@ func Members(doc []byte, keys []string, vals [][]byte) bool {
 // (invalid UTF-8 and lone surrogates become U+FFFD).
 func Unquote(raw []byte) (string, bool) { return unquote(raw) }
 
+// StringEnd returns the index just past the JSON string starting at b[i]
+// (its quote), or -1 when b[i] is not a quote or the string does not end.
+func StringEnd(b []byte, i int) int { return stringEnd(b, i) }
+
 // member returns the raw value of the last member named key of the object
 // that starts obj (last wins, as with encoding/json), or nil.
 func member(obj []byte, key string) []byte {

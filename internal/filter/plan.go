@@ -236,32 +236,11 @@ func mayOverflow(b []byte) bool {
 		if numbersOverflow(b[i : i+q]) {
 			return true
 		}
-		i = closingQuote(b, i+q) + 1
-		if i == 0 {
+		if i = extract.StringEnd(b, i+q); i < 0 {
 			return false // not valid JSON: not the case here
 		}
 	}
 	return false
-}
-
-// closingQuote is the index of the quote that ends the string opening at
-// b[open], or -1: the next one after an even run of backslashes.
-func closingQuote(b []byte, open int) int {
-	for j := open + 1; ; {
-		q := bytes.IndexByte(b[j:], '"')
-		if q < 0 {
-			return -1
-		}
-		q += j
-		n := 0
-		for p := q - 1; p > open && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q
-		}
-		j = q + 1
-	}
 }
 
 // numbersOverflow looks at the numbers of a part of a document outside its
