@@ -13,7 +13,7 @@ import (
 )
 
 // Stats counts per source and per destination over the whole store, from
-// the counters the triggers keep (migrations/0006_counters.sql, 0007) plus
+// the counters the triggers keep (migrations/0006_counters.sql, 0007_counter_rows.sql) plus
 // pruned_totals: a few rows per name and connection, whatever the history holds (it read
 // every row before). The names given come first, with zeros, then any other
 // name found. At is the store's clock.
