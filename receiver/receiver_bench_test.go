@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/benchcpu"
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/signature"
@@ -89,7 +89,7 @@ func benchServeHook(b *testing.B, expr string) {
 	w := &discardWriter{h: http.Header{}}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		jobs = 0
 		rd.Reset(body)
@@ -103,24 +103,4 @@ func benchServeHook(b *testing.B, expr string) {
 			b.Fatalf("jobs %d, want 1 (the filter must pass)", jobs)
 		}
 	}
-}
-
-// reportCPU reports the process's CPU time (user and system, the GC's
-// included) per iteration as cpu-ns/op: on a shared machine ns/op counts the
-// time the benchmark waited for a core, CPU time does not.
-func reportCPU(b *testing.B) func() {
-	start := cpuTime()
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-		}
-	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -3,10 +3,9 @@ package filter
 import (
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/hookwarden/hookwarden/internal/benchcpu"
 	"github.com/hookwarden/hookwarden/internal/extract"
 )
 
@@ -63,7 +62,7 @@ func benchEval(b *testing.B, expr string, p *plan, validated bool) {
 	doc.ValidJSON()
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		e := &Event{Request: &Request{Source: "stripe", Header: h}, ID: "evt_1QxYz2LkdIwHu7ix", Type: "invoice.paid", Body: body}
 		if validated {
@@ -90,25 +89,4 @@ func BenchmarkFilterCostLimit(b *testing.B) {
 			b.Fatal("no error")
 		}
 	}
-}
-
-// reportCPU reports the process's CPU time (user and system, the GC's
-// included) per iteration as cpu-ns/op. On a shared machine ns/op counts the
-// time the benchmark waited for a core; CPU time does not, so it is the
-// steadier figure for a ratio.
-func reportCPU(b *testing.B) func() {
-	start := cpuTime()
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-		}
-	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
