@@ -90,30 +90,7 @@ func (rc *recording) fresh(ctx context.Context, ev *hookwarden.Event) (bool, err
 	r := rc.r
 	first := len(rc.handed)
 	dests := ev.Destinations
-	leases := make([]int64, len(dests))
-	caps := make([]int32, len(dests))
-	var wanted []string
-	for i, d := range dests {
-		if !rc.direct || !rc.s.hasDirect() {
-			break
-		}
-		p := rc.s.policy(d)
-		if !p.Rate.IsZero() || p.Ordered {
-			rc.s.waiting(d)
-			continue
-		}
-		slot, ok := rc.s.reserve(d)
-		if !ok {
-			continue
-		}
-		// Listed before any statement: any failure from here on gives the
-		// slot back (run's deferred handOver).
-		rc.handed = append(rc.handed, handed{slot: slot, dest: d})
-		leases[i], caps[i] = max(slot.LeaseFor().Microseconds(), 1), int32(max(p.Concurrency, 0))
-		if caps[i] > 0 {
-			wanted = append(wanted, d)
-		}
-	}
+	leases, caps, wanted := rc.slots(ev)
 	if len(wanted) > 0 {
 		// A second statement, only when a slot of a destination with a
 		// concurrency is free: the count of leases in flight needs a
@@ -122,11 +99,7 @@ func (rc *recording) fresh(ctx context.Context, ev *hookwarden.Event) (bool, err
 		if err != nil {
 			return false, err
 		}
-		for i, d := range dests {
-			if caps[i] > 0 && !free[d] {
-				leases[i] = 0 // its slot goes back below: paused, or its row is busy
-			}
-		}
+		unlocked(dests, leases, caps, free)
 	}
 	_, body := receiptKind(true, false, false, r.Body) // "accepted", as freshSQL spells it
 	var origin any
@@ -157,16 +130,81 @@ func (rc *recording) fresh(ctx context.Context, ev *hookwarden.Event) (bool, err
 		rc.handed = rc.handed[:first]
 		return false, nil
 	}
+	rc.accepted(ev, mine)
+	return true, nil
+}
+
+// slots reserves a Direct slot for each destination of ev that may take
+// one: the lease of each in µs (0: none) and its concurrency (0: none),
+// and the destinations among them whose flow row lockDirect must lock
+// (those with a concurrency). Each reserved slot is listed in rc.handed
+// before any statement, so that any failure from here on gives it back.
+func (rc *recording) slots(ev *hookwarden.Event) (leases []int64, caps []int32, wanted []string) {
+	dests := ev.Destinations
+	leases, caps = make([]int64, len(dests)), make([]int32, len(dests))
+	for i, d := range dests {
+		if !rc.direct || !rc.s.hasDirect() {
+			break
+		}
+		p := rc.s.policy(d)
+		if !p.Rate.IsZero() || p.Ordered {
+			rc.s.waiting(d)
+			continue
+		}
+		slot, ok := rc.s.reserve(d)
+		if !ok {
+			continue
+		}
+		rc.handed = append(rc.handed, handed{slot: slot, dest: d})
+		leases[i], caps[i] = max(slot.LeaseFor().Microseconds(), 1), int32(max(p.Concurrency, 0))
+		if caps[i] > 0 {
+			wanted = append(wanted, d)
+		}
+	}
+	return leases, caps, wanted
+}
+
+// unlocked takes the lease away from each destination with a concurrency
+// whose flow row lockDirect did not lock (paused, or busy): its slot goes
+// back once the statement ran.
+func unlocked(dests []string, leases []int64, caps []int32, free map[string]bool) {
+	for i, d := range dests {
+		if caps[i] > 0 && !free[d] {
+			leases[i] = 0
+		}
+	}
+}
+
+// freshJob takes one job row of ev's: a job leased to one of mine's slots
+// is filled in to be handed over, one without a slot is announced.
+func (rc *recording) freshJob(ev *hookwarden.Event, mine []handed, job int64, dest string, attempts int) {
+	if attempts == 0 {
+		// No slot: it waits for a lease, which any instance's workers
+		// may take once the commit is announced (notify.go).
+		rc.due = append(rc.due, dest)
+		return
+	}
+	// Rows of one destination are alike but for their id: any pairing
+	// with its slots is right.
+	for k := range mine {
+		if h := &mine[k]; !h.set && h.dest == dest {
+			h.job, h.set = directJob(rc.r, ev, job, dest), true
+			return
+		}
+	}
+}
+
+// accepted sets the outcome of a new single event whose jobs are
+// written; a slot that got no job (paused, its flow row busy or its
+// concurrency all in flight) goes back, the job waits for a lease.
+func (rc *recording) accepted(ev *hookwarden.Event, mine []handed) {
 	for _, h := range mine {
 		if !h.set {
-			// Paused, its flow row busy or its concurrency all in flight:
-			// the slot goes back, the job waits for a lease.
 			rc.s.waiting(h.dest)
 		}
 	}
 	rc.res.Outcome = hookwarden.Accepted
-	rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: len(dests)}
-	return true, nil
+	rc.res.Events[0] = hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: len(ev.Destinations)}
 }
 
 // freshRows reads freshSQL's rows from br (after the SET): whether it
@@ -189,22 +227,8 @@ func (rc *recording) freshRows(br pgx.BatchResults, ev *hookwarden.Event, mine [
 			return false, fmt.Errorf("record event: %w", err)
 		}
 		claimed, rc.res.ReceiptID = true, receipt
-		if job == nil {
-			continue // no destination
-		}
-		if *attempts == 0 {
-			// No slot: it waits for a lease, which any instance's workers
-			// may take once the commit is announced (notify.go).
-			rc.due = append(rc.due, *dest)
-			continue
-		}
-		// Rows of one destination are alike but for their id: any pairing
-		// with its slots is right.
-		for k := range mine {
-			if h := &mine[k]; !h.set && h.dest == *dest {
-				h.job, h.set = directJob(rc.r, ev, *job, *dest), true
-				break
-			}
+		if job != nil { // nil: no destination
+			rc.freshJob(ev, mine, *job, *dest, *attempts)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -89,7 +89,8 @@ func (h *health) TraceQueryEnd(ctx context.Context, c *pgx.Conn, d pgx.TraceQuer
 	}
 	h.note(d.Err)
 	if !start.IsZero() {
-		h.onCommit(1, time.Since(start), d.Err)
+		n, _ := ctx.Value(batchSizeKey{}).(int)
+		h.onCommit(max(n, 1), time.Since(start), d.Err)
 	}
 }
 

@@ -39,8 +39,17 @@ func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.R
 	defer cancel()
 	r = storable(r)
 	rec := &recording{s: s, r: r, headers: encodeHeaders(r.Header), at: r.ReceivedAt.UTC(), now: s.now(), direct: true}
-	// On a transaction of its own: grouping concurrent calls into one
-	// did not pay (group_test.go, docs/performance.md).
+	if s.batch != nil && rec.batchable() {
+		// A new single event shares a statement with the calls waiting
+		// (batch.go); what the batch did not claim is recorded below.
+		done, err := s.batch.record(ctx, rec)
+		if err != nil {
+			return hookwarden.RecordResult{}, fmt.Errorf("%w: record receipt: %w", hookwarden.ErrUnavailable, err)
+		}
+		if done {
+			return rec.res, nil
+		}
+	}
 	res, err := rec.alone(ctx)
 	if err != nil {
 		return hookwarden.RecordResult{}, fmt.Errorf("%w: record receipt: %w", hookwarden.ErrUnavailable, err)
@@ -99,7 +108,10 @@ type recording struct {
 	// run gets pending jobs and holds no slot.
 	direct bool
 	handed []handed // jobs of this try created leased to a Direct slot
-	due    []string // destinations of this try's jobs not handed over: announced once committed
+	// batched: a batch's statement tried to claim it as new and did not,
+	// so the general path need not try the one-statement form again.
+	batched bool
+	due     []string // destinations of this try's jobs not handed over: announced once committed
 }
 
 func (rc *recording) run(ctx context.Context) (_ hookwarden.RecordResult, err error) {
@@ -353,7 +365,7 @@ func (rc *recording) jobs(ctx context.Context, ref int64, ev *hookwarden.Event) 
 
 func (rc *recording) single(ctx context.Context) error {
 	r, ev := rc.r, &rc.r.Events[0]
-	if rc.freshable(ev) {
+	if rc.freshable(ev) && !rc.batched {
 		// The common case, a new event, in one statement (fresh.go).
 		if done, err := rc.fresh(ctx, ev); err != nil || done {
 			return err

@@ -34,6 +34,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,13 +85,23 @@ type Options struct {
 	// newer CLI never migrates a schema under older serve processes. serve
 	// and migrate-store leave it false.
 	NoMigrate bool
-	// OnCommit, if set, is called after each COMMIT with 1 (every
-	// transaction is one request's here), how long the COMMIT took and its
-	// error: the store_commit metrics.
+	// OnCommit, if set, is called after each COMMIT with the requests it
+	// committed (a batch's, or 1), how long it took and its error: the
+	// store_commit metrics.
 	OnCommit func(batch int, d time.Duration, err error)
 
 	// tracer, set by a test, sees every statement the pool runs.
 	tracer pgx.QueryTracer
+	// batchers, set by a test or a benchmark, replaces the number of batch
+	// transactions at once (batch.go); below 0, none: every Record on a
+	// transaction of its own.
+	batchers int
+	// testHold, set by a test, holds each batcher once it took a call,
+	// until it can receive: the calls arriving meanwhile form one batch.
+	testHold chan struct{}
+	// testBatchTx, set by a test, runs in each batch's transaction before
+	// its statement; testBatchCommit just before its COMMIT.
+	testBatchTx, testBatchCommit func(ctx context.Context, tx pgx.Tx)
 }
 
 // Store is a Hookwarden store in a PostgreSQL database.
@@ -113,6 +124,7 @@ type Store struct {
 	listenCfg *pgx.ConnConfig // the LISTEN connection's: the pool's, without its tracer
 	listen    listener        // started by SetDirect with a hookwarden.Waker
 	announcer announcer       // Record's announcements, sent after its COMMIT
+	batch     *batching       // Record's batches of new events (batch.go)
 	noNotify  bool            // set by a benchmark: announce nothing
 }
 
@@ -196,6 +208,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.pool.Close()
 		return nil, err
 	}
+	if n := cmp.Or(opts.batchers, batchers); n > 0 {
+		s.batch = newBatching(s, n)
+	}
 	return s, nil
 }
 
@@ -212,6 +227,9 @@ func address(c *pgx.ConnConfig) string {
 // the pool, waiting for the calls under way.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	if s.batch != nil {
+		s.batch.close() // the batches under way commit; later calls run on their own
+	}
 	s.stopListener()
 	s.flushAnnouncements()
 	s.pool.Close()
