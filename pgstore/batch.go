@@ -53,21 +53,22 @@ var batchers = 2
 type batchCall struct {
 	ctx context.Context
 	rc  *recording
-	// The outcome: claimed, the call is recorded (rc.res is set); err, it
-	// failed (a 503); neither, its caller records it on its own.
-	claimed bool
-	err     error
-	done    chan struct{}
+	// The outcome: recorded (rc.res is set); err, it failed (a 503);
+	// neither, its caller records it on its own.
+	recorded bool
+	err      error
+	done     chan struct{}
 }
 
 // batching runs the batchers of one Store.
 type batching struct {
-	s     *Store
-	queue chan *batchCall // unbuffered: a call is taken only by a batcher that is free
-	calls atomic.Int64    // calls so far (a test's count)
-	stop  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
+	s       *Store
+	queue   chan *batchCall // unbuffered: a call is taken only by a batcher that is free
+	calls   atomic.Int64    // calls so far (a test's count)
+	repeats atomic.Int64    // repeats recorded by repeatSQL (a test's count)
+	stop    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
 }
 
 func newBatching(s *Store, n int) *batching {
@@ -104,7 +105,7 @@ func (b *batching) record(ctx context.Context, rc *recording) (bool, error) {
 		return false, ctx.Err()
 	}
 	<-c.done // bounded by the members' earliest deadline
-	return c.claimed, c.err
+	return c.recorded, c.err
 }
 
 func (b *batching) loop() {
@@ -116,7 +117,7 @@ func (b *batching) loop() {
 		case first = <-b.queue:
 		}
 		if h := b.s.opts.testHold; h != nil {
-			<-h
+			h()
 		}
 		group := []*batchCall{first}
 	waiting:
@@ -131,7 +132,7 @@ func (b *batching) loop() {
 		if len(group) == 1 {
 			// Nothing to share: the one-statement path, run here, so that
 			// calls arriving meanwhile wait and form the next batch.
-			first.claimed, first.err = b.alone(first)
+			first.recorded, first.err = b.alone(first)
 			close(first.done)
 			continue
 		}
@@ -142,8 +143,7 @@ func (b *batching) loop() {
 	}
 }
 
-// alone records c's call on its own transaction, new or not: claimed
-// then means recorded.
+// alone records c's call on its own transaction, new or not.
 func (b *batching) alone(c *batchCall) (bool, error) {
 	if _, err := c.rc.alone(c.ctx); err != nil {
 		return false, err
@@ -154,7 +154,8 @@ func (b *batching) alone(c *batchCall) (bool, error) {
 // member is one call of a batch, with its Direct slots.
 type member struct {
 	c      *batchCall
-	first  int // its slots: rc.handed[first:]
+	isNew  bool // claimed by the batch (else, if recorded, a duplicate)
+	first  int  // its slots: rc.handed[first:]
 	leases []int64
 	caps   []int32
 }
@@ -203,7 +204,7 @@ func (b *batching) commit(group []*batchCall) {
 	case 0:
 		return
 	case 1:
-		ms[0].c.claimed, ms[0].c.err = b.alone(ms[0].c)
+		ms[0].c.recorded, ms[0].c.err = b.alone(ms[0].c)
 		return
 	}
 	if deadline.IsZero() {
@@ -219,18 +220,18 @@ func (b *batching) commit(group []*batchCall) {
 		c.rc.handed = c.rc.handed[:0]
 		switch {
 		case err != nil:
-			c.claimed = false
+			c.recorded, ms[i].isNew = false, false
 			if committed {
 				c.err = err // the COMMIT's outcome is unknown: a 503
 			} // else nothing committed: on its own, the one-statement path again
-		case !c.claimed:
+		case !c.recorded:
 			c.rc.batched = true // a duplicate: straight to the general path
 		}
 	}
 	if err == nil {
 		var due []string
 		for i := range ms {
-			if ms[i].c.claimed {
+			if ms[i].isNew {
 				due = append(due, ms[i].c.rc.due...)
 			}
 		}
@@ -303,6 +304,9 @@ func (b *batching) run(ctx context.Context, ms []member) (committed bool, err er
 	if err != nil {
 		return false, err
 	}
+	if err := b.recordRepeats(ctx, tx, ms); err != nil {
+		return false, err
+	}
 	if s.opts.testBatchCommit != nil {
 		s.opts.testBatchCommit(ctx, tx)
 	}
@@ -310,7 +314,7 @@ func (b *batching) run(ctx context.Context, ms []member) (committed bool, err er
 		return true, fmt.Errorf("%w: %w: %w", hookwarden.ErrUnavailable, errCommit, err)
 	}
 	for i := range ms {
-		if rc := ms[i].c.rc; ms[i].c.claimed {
+		if rc := ms[i].c.rc; ms[i].isNew {
 			rc.accepted(&rc.r.Events[0], rc.handed[ms[i].first:])
 		}
 	}
@@ -417,13 +421,96 @@ func readBatch(br pgx.BatchResults, ms []member) error {
 		}
 		m := &ms[i-1]
 		rc := m.c.rc
-		m.c.claimed, rc.res.ReceiptID = true, receipt
+		m.c.recorded, m.isNew, rc.res.ReceiptID = true, true, receipt
 		if job != nil {
 			rc.freshJob(&rc.r.Events[0], rc.handed[m.first:], *job, *dest, *attempts)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("record events: %w", err)
+	}
+	return nil
+}
+
+// repeatSQL records repeats of claimed events, as the general path's
+// claim and receipt do, in the batch's transaction after batchSQL: a
+// statement of its own, whose snapshot sees the claims batchSQL met (ON
+// CONFLICT waited for them to commit). $1-$8 one element per repeat:
+// source, event id, the event's body hash, received at, remote address,
+// headers, the request's body and its hash. A copy is "same" (its bytes
+// are the claim's: no body kept), "divergent", or "unknown" (retention
+// emptied the claim's hash, or the claim came from a backfill, whose JSON
+// may differ from the webhook's bytes: kept, not flagged).
+const repeatSQL = `WITH m AS MATERIALIZED (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::bytea[])
+		WITH ORDINALITY AS m(source, event_id, sum, at, remote, headers, body, body_sum, i)
+), e AS MATERIALIZED (
+	SELECT m.*, ev.id AS ref, CASE
+		WHEN COALESCE(length(ev.body_sha256), 0) = 0 THEN 'unknown'
+		WHEN ev.body_sha256 = m.sum THEN 'same'
+		WHEN EXISTS (SELECT 1 FROM receipts r WHERE r.event_ref = ev.id AND r.kind = 'accepted' AND r.origin = 'backfill') THEN 'unknown'
+		ELSE 'divergent' END AS copy
+	FROM m JOIN events ev ON ev.source = m.source AND ev.event_id = m.event_id
+), rc AS (
+	INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
+	SELECT source, ref, CASE copy WHEN 'divergent' THEN 'divergent' ELSE 'duplicate' END, at, remote, headers,
+		CASE copy WHEN 'same' THEN NULL ELSE body END, CASE copy WHEN 'same' THEN '\x'::bytea ELSE body_sum END
+	FROM e ORDER BY i
+	RETURNING id, event_ref
+)
+SELECT e.i, rc.id, e.copy = 'divergent' FROM e JOIN rc ON rc.event_ref = e.ref`
+
+// recordRepeats records, with repeatSQL, the members batchSQL did not
+// claim because their id was claimed: a repeat. A member with the body
+// replay check (its body key may be another id's) or from a backfill is
+// left to the general path, as is one whose claim is not found (pruned
+// meanwhile). Members are one per id (commit), so a receipt's event names
+// its member.
+func (b *batching) recordRepeats(ctx context.Context, tx pgx.Tx, ms []member) error {
+	var idx []int
+	for i := range ms {
+		if r := ms[i].c.rc.r; !ms[i].c.recorded && !r.BodyReplayCheck && !r.Backfill {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	n := len(idx)
+	sources, ids, ats := make([]string, n), make([]string, n), make([]time.Time, n)
+	sums, bodies, bodySums := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	remotes, headers := make([]string, n), make([]string, n)
+	for k, i := range idx {
+		rc := ms[i].c.rc
+		r, ev := rc.r, &rc.r.Events[0]
+		sources[k], ids[k], sums[k], ats[k] = r.Source, ev.ID, ev.BodySHA256[:], rc.at
+		remotes[k], headers[k], bodySums[k] = r.RemoteAddr, rc.headers, r.BodySHA256[:]
+		if bodies[k] = r.Body; bodies[k] == nil {
+			bodies[k] = []byte{} // kept empty, not NULL (pruned)
+		}
+	}
+	rows, err := tx.Query(ctx, repeatSQL, sources, ids, sums, ats, remotes, headers, bodies, bodySums)
+	if err != nil {
+		return fmt.Errorf("record repeats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, receipt int64
+		var divergent bool
+		if err := rows.Scan(&k, &receipt, &divergent); err != nil {
+			return fmt.Errorf("record repeats: %w", err)
+		}
+		if k < 1 || int(k) > n {
+			return fmt.Errorf("record repeats: repeat %d of %d", k, n)
+		}
+		c := ms[idx[k-1]].c
+		c.recorded = true
+		b.repeats.Add(1)
+		c.rc.res = hookwarden.RecordResult{Outcome: hookwarden.Duplicate, ReceiptID: receipt,
+			Events: []hookwarden.EventResult{{Outcome: hookwarden.Duplicate, Divergent: divergent}}}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("record repeats: %w", err)
 	}
 	return nil
 }

@@ -15,12 +15,37 @@ import (
 	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
 
-// mixed is a workload of one request each: new events, exact and
-// divergent repeats of some, an id sent four times at once, a body signed
-// under two ids, events without a destination.
-func mixed() []*hookwarden.Receipt {
+// firstRound is a workload of one request each: new events (one from a
+// backfill), an id sent four times at once, exact and changed copies of
+// some of the new ones at once with them, a body signed under two ids,
+// events without a destination.
+func firstRound() []*hookwarden.Receipt {
 	var rs []*hookwarden.Receipt
 	for i := range 40 {
+		rs = append(rs, receipt("std", fmt.Sprint("n", i), fmt.Sprintf(`{"n":%d}`, i), "std/app"))
+	}
+	for i := range 4 {
+		rs = append(rs, receipt("std", fmt.Sprint("n", i), fmt.Sprintf(`{"n":%d}`, i), "std/app"))
+	}
+	rs = append(rs, receipt("std", "n39", `{"n":39,"changed":true}`, "std/app"))
+	for range 4 {
+		rs = append(rs, receipt("std", "twin", `{"twin":1}`, "std/app"))
+	}
+	rs = append(rs, keyed("k1", `{"same":"body"}`), keyed("k2", `{"same":"body"}`))
+	for i := range 4 {
+		rs = append(rs, receipt("std", fmt.Sprint("nodest", i), `{}`))
+	}
+	b := receipt("std", "b1", `{"from":"the api"}`, "std/app")
+	b.Backfill = true
+	return append(rs, b)
+}
+
+// secondRound repeats claimed events among new ones: exact copies, changed
+// ones, a copy of a claim whose hash retention emptied (n12) and a changed
+// webhook copy of the backfilled claim (neither flagged divergent).
+func secondRound() []*hookwarden.Receipt {
+	var rs []*hookwarden.Receipt
+	for i := 40; i < 50; i++ {
 		rs = append(rs, receipt("std", fmt.Sprint("n", i), fmt.Sprintf(`{"n":%d}`, i), "std/app"))
 	}
 	for i := range 8 {
@@ -29,13 +54,9 @@ func mixed() []*hookwarden.Receipt {
 	for i := 8; i < 12; i++ {
 		rs = append(rs, receipt("std", fmt.Sprint("n", i), fmt.Sprintf(`{"n":%d,"changed":true}`, i), "std/app"))
 	}
-	for range 4 {
-		rs = append(rs, receipt("std", "twin", `{"twin":1}`, "std/app"))
-	}
-	rs = append(rs, keyed("k1", `{"same":"body"}`), keyed("k2", `{"same":"body"}`))
-	for i := range 4 {
-		rs = append(rs, receipt("std", fmt.Sprint("nodest", i), `{}`))
-	}
+	rs = append(rs, receipt("std", "n12", `{"n":12,"changed":true}`, "std/app"),
+		receipt("std", "b1", `{"from":"the webhook"}`, "std/app"),
+		receipt("std", "nodest0", `{}`))
 	return rs
 }
 
@@ -46,8 +67,10 @@ type outcomes struct {
 	held                           int
 }
 
-func tally(rs []*hookwarden.Receipt, res []hookwarden.RecordResult) outcomes {
-	o := outcomes{accepted: map[string]int{}, duplicate: map[string]int{}, divergent: map[string]int{}}
+func (o *outcomes) add(rs []*hookwarden.Receipt, res []hookwarden.RecordResult) {
+	if o.accepted == nil {
+		o.accepted, o.duplicate, o.divergent = map[string]int{}, map[string]int{}, map[string]int{}
+	}
 	for i, r := range res {
 		if r.Outcome == hookwarden.Quarantined {
 			o.held++
@@ -66,18 +89,18 @@ func tally(rs []*hookwarden.Receipt, res []hookwarden.RecordResult) outcomes {
 			o.duplicate[id]++
 		}
 	}
-	return o
 }
 
-// TestBatchesRecordAsOneByOne: the mixed workload recorded at once, the
-// batchers held until every call waits so that batches form, gives what
-// one transaction per request gives: each id accepted once with its job,
-// its repeats duplicates (the changed ones divergent), the body signed
-// under a second id held, every receipt kept, the counters equal to a
-// full count; and the batches did form.
+// TestBatchesRecordAsOneByOne: two rounds of requests recorded at once,
+// the batchers held until every call of a round waits so that batches
+// form, give what one transaction per request gives: each id accepted once
+// with its job, its repeats duplicates (the changed ones divergent but for
+// a claim without a hash or from a backfill, whose bodies are kept), the
+// body signed under a second id held, every receipt kept, the counters
+// equal to a full count; and the batches did form.
 func TestBatchesRecordAsOneByOne(t *testing.T) {
 	t.Parallel()
-	hold := make(chan struct{})
+	var gate sync.RWMutex // write-locked: batchers wait once they took a call
 	var batched, biggest atomic.Int64
 	onCommit := func(n int, _ time.Duration, err error) {
 		if n > 1 && err == nil {
@@ -88,37 +111,51 @@ func TestBatchesRecordAsOneByOne(t *testing.T) {
 	}
 	now := func() time.Time { return t0 }
 	stores := map[string]*Store{
-		"batched":    open(t, pgtest.Database(t), Options{Now: now, testHold: hold, OnCommit: onCommit}),
+		"batched":    open(t, pgtest.Database(t), Options{Now: now, testHold: func() { gate.RLock(); gate.RUnlock() }, OnCommit: onCommit}),
 		"one-by-one": open(t, pgtest.Database(t), Options{Now: now, batchers: -1}),
 	}
-	got := map[string]outcomes{}
+	ctx := context.Background()
+	got := map[string]*outcomes{}
 	for name, s := range stores {
 		f := &fixture{t: t, s: s}
-		rs := mixed()
-		if name == "batched" {
-			// Every call queued behind the two held batchers, then let go.
-			go func() {
-				for waiting(s) < len(rs) {
-					time.Sleep(time.Millisecond)
+		o := &outcomes{}
+		got[name] = o
+		calls := 0
+		for round, rs := range [][]*hookwarden.Receipt{firstRound(), secondRound()} {
+			if round == 1 {
+				// Retention emptied n12's hash: a copy can no longer be told apart.
+				if _, err := s.Pool().Exec(ctx, `UPDATE events SET body_sha256 = '\x' WHERE event_id = 'n12'`); err != nil {
+					t.Fatal(err)
 				}
-				close(hold)
-			}()
+			}
+			calls += len(rs)
+			if name == "batched" {
+				// Every call queued behind the two held batchers, then let go.
+				gate.Lock()
+				go func() {
+					for waiting(s) < calls {
+						time.Sleep(time.Millisecond)
+					}
+					gate.Unlock()
+				}()
+			}
+			o.add(rs, f.recordAll(rs))
 		}
-		got[name] = tally(rs, f.recordAll(rs))
 		for q, want := range map[string]int{
-			`SELECT count(*) FROM events`:                                            40 + 1 + 4 + 1, // n*, twin, nodest*, one of k1/k2
-			`SELECT count(*) FROM receipts WHERE kind = 'accepted'`:                  46,
-			`SELECT count(*) FROM receipts WHERE kind = 'divergent'`:                 4,
-			`SELECT count(*) FROM receipts WHERE kind = 'duplicate'`:                 8 + 3,
-			`SELECT count(*) FROM quarantine`:                                        1,
-			`SELECT count(*) FROM jobs WHERE destination = 'std/app'`:                41,
-			`SELECT count(*) FROM receipts WHERE kind = 'accepted' AND body IS NULL`: 0,
+			`SELECT count(*) FROM events`:                                                 50 + 1 + 4 + 1 + 1, // n*, twin, nodest*, b1, one of k1/k2
+			`SELECT count(*) FROM receipts WHERE kind = 'accepted'`:                       57,
+			`SELECT count(*) FROM receipts WHERE kind = 'divergent'`:                      1 + 4,
+			`SELECT count(*) FROM receipts WHERE kind = 'duplicate'`:                      4 + 3 + 8 + 2 + 1,
+			`SELECT count(*) FROM receipts WHERE kind = 'duplicate' AND body IS NOT NULL`: 2,
+			`SELECT count(*) FROM receipts WHERE kind = 'divergent' AND body IS NULL`:     0,
+			`SELECT count(*) FROM quarantine`:                                             1,
+			`SELECT count(*) FROM jobs WHERE destination = 'std/app'`:                     50 + 1 + 1,
+			`SELECT count(*) FROM receipts WHERE kind = 'accepted' AND body IS NULL`:      0,
 		} {
 			if n := f.count(q); n != want {
 				t.Errorf("%s: %s = %d, want %d", name, q, n, want)
 			}
 		}
-		ctx := context.Background()
 		st, err := s.counterStats(ctx, nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -144,8 +181,11 @@ func TestBatchesRecordAsOneByOne(t *testing.T) {
 	if b.held != 1 || o.held != 1 {
 		t.Errorf("held: batched %d, one by one %d; want 1 each", b.held, o.held)
 	}
-	if batched.Load() < 20 {
+	if batched.Load() < 40 {
 		t.Errorf("%d requests committed in batches (biggest %d); want most of the workload", batched.Load(), biggest.Load())
+	}
+	if n := stores["batched"].batch.repeats.Load(); n < 8+4+2 {
+		t.Errorf("%d repeats recorded in batches; want the second round's (14)", n)
 	}
 	t.Logf("%d requests committed in batches, the biggest of %d", batched.Load(), biggest.Load())
 }
@@ -161,7 +201,7 @@ func TestFailedBatchRunsEachAlone(t *testing.T) {
 	t.Parallel()
 	var failed atomic.Int64
 	hold := make(chan struct{})
-	s := open(t, pgtest.Database(t), Options{Now: func() time.Time { return t0 }, batchers: 1, testHold: hold,
+	s := open(t, pgtest.Database(t), Options{Now: func() time.Time { return t0 }, batchers: 1, testHold: func() { <-hold },
 		testBatchTx: func(ctx context.Context, tx pgx.Tx) {
 			// Aborts the transaction: the batch's statement then fails.
 			if _, err := tx.Exec(ctx, `SELECT 1/0`); err != nil {
@@ -204,7 +244,7 @@ func TestBatchCommitLostIsUnavailable(t *testing.T) {
 	hold := make(chan struct{})
 	var cut atomic.Bool
 	var s *Store
-	s = open(t, pgtest.Database(t), Options{Now: func() time.Time { return t0 }, batchers: 1, testHold: hold,
+	s = open(t, pgtest.Database(t), Options{Now: func() time.Time { return t0 }, batchers: 1, testHold: func() { <-hold },
 		testBatchCommit: func(ctx context.Context, tx pgx.Tx) {
 			if !cut.CompareAndSwap(false, true) {
 				return

@@ -96,9 +96,9 @@ type Options struct {
 	// transactions at once (batch.go); below 0, none: every Record on a
 	// transaction of its own.
 	batchers int
-	// testHold, set by a test, holds each batcher once it took a call,
-	// until it can receive: the calls arriving meanwhile form one batch.
-	testHold chan struct{}
+	// testHold, set by a test, is called by each batcher once it took a
+	// call: the calls arriving while it blocks form one batch.
+	testHold func()
 	// testBatchTx, set by a test, runs in each batch's transaction before
 	// its statement; testBatchCommit just before its COMMIT.
 	testBatchTx, testBatchCommit func(ctx context.Context, tx pgx.Tx)
