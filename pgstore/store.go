@@ -11,7 +11,8 @@
 // migrations after it: lease holders, prune indexes, flow, backfill,
 // counters kept by triggers, their rows one per server process and folded
 // by Prune, listing indexes), Record (hookwarden.Recorder: a new single
-// event in one statement, fresh.go; with the direct
+// event in one statement, fresh.go, concurrent ones and their repeats in
+// one transaction, batch.go; with the direct
 // hand-over of SetDirect: a new job given a free slot is committed leased
 // to this process's run and handed over after COMMIT), the queue
 // (hookwarden.Queue: leases with FOR UPDATE SKIP LOCKED on the database's
