@@ -337,8 +337,8 @@ func headerValue(headers, name string) string {
 // verdict of a stale attempt (the job was leased again since, or finished)
 // is kept in the attempt log but does not change the job. A finish that
 // changes no flow state (finishFlow) is one statement, its own
-// transaction: one round trip where BEGIN, the two writes and COMMIT were
-// four.
+// transaction (one round trip where BEGIN, the two writes and COMMIT were
+// four), shared with the finishes under way at once (finish.go).
 func (s *Store) Finish(ctx context.Context, a hookwarden.Attempt) error {
 	if err := checkVerdict(a); err != nil {
 		return err
@@ -349,13 +349,7 @@ func (s *Store) Finish(ctx context.Context, a hookwarden.Attempt) error {
 	if s.finishFlow(a) {
 		err = s.inTx(ctx, func(tx pgx.Tx) error { return s.finishTx(ctx, tx, a) })
 	} else {
-		sql, args := s.finishStatement(a)
-		start := time.Now()
-		_, err = s.pool.Exec(ctx, sql, args...)
-		s.committed(time.Since(start), err)
-		if err != nil {
-			err = fmt.Errorf("finish job %d: %w", a.JobID, err)
-		}
+		err = s.finishGrouped(ctx, a)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
@@ -410,8 +404,7 @@ func (s *Store) finishStatement(a hookwarden.Attempt) (string, []any) {
 		exit = a.ExitCode
 	}
 	if a.Error != "" {
-		// A text column refuses what SQLite keeps: an error quoting bytes.
-		errText = strings.ToValidUTF8(strings.ReplaceAll(a.Error, "\x00", ""), "\uFFFD")
+		errText = cleanText(a.Error)
 	}
 	args := []any{a.JobID, a.Number, a.StartedAt.UTC(), a.Duration.Microseconds(), status, exit, errText, a.Response,
 		string(a.Verdict), s.now()}

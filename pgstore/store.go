@@ -113,6 +113,7 @@ type Store struct {
 	listenCfg *pgx.ConnConfig // the LISTEN connection's: the pool's, without its tracer
 	listen    listener        // started by SetDirect with a hookwarden.Waker
 	announcer announcer       // Record's announcements, sent after its COMMIT
+	finishes  finishGroup     // Finish calls waiting to share a statement
 	noNotify  bool            // set by a benchmark: announce nothing
 }
 
