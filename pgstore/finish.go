@@ -129,6 +129,9 @@ SELECT count(*) FROM j`
 // finishManySQL for more. Either way one statement, its own transaction:
 // all of them are written or none.
 func (s *Store) finishMany(ctx context.Context, batch []*finishCall) error {
+	if len(batch) > 1 {
+		ctx = context.WithoutCancel(ctx) // not one caller's to cancel: Options.Timeout bounds it
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	start := time.Now()
@@ -177,7 +180,7 @@ func (s *Store) finishMany(ctx context.Context, batch []*finishCall) error {
 		_, err = s.pool.Exec(ctx, finishManySQL, jobs, numbers, started, durations, statuses, exits, errs, responses,
 			verdicts, retries, s.now())
 	}
-	s.committed(time.Since(start), err)
+	s.committed(len(batch), time.Since(start), err)
 	if err != nil {
 		return fmt.Errorf("finish %d jobs: %w", len(batch), err)
 	}

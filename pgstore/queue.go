@@ -225,7 +225,7 @@ func (s *Store) leasePiped(ctx context.Context, a *hookwarden.Attempt, dest stri
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("%w: %w", errCommit, cerr)
 	}
-	s.committed(time.Since(start), err)
+	s.committed(1, time.Since(start), err)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -262,10 +262,11 @@ func (s *Store) commit(ctx context.Context, c *pgxpool.Conn) error {
 }
 
 // committed reports a COMMIT the tracer does not see as one (a batch's, or
-// the implicit one of a statement sent alone) to Options.OnCommit.
-func (s *Store) committed(d time.Duration, err error) {
+// the implicit one of a statement sent alone) of n calls' writes to
+// Options.OnCommit.
+func (s *Store) committed(n int, d time.Duration, err error) {
 	if s.health.onCommit != nil {
-		s.health.onCommit(1, d, err)
+		s.health.onCommit(n, d, err)
 	}
 }
 

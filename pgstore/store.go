@@ -15,9 +15,10 @@
 // hand-over of SetDirect: a new job given a free slot is committed leased
 // to this process's run and handed over after COMMIT), the queue
 // (hookwarden.Queue: leases with FOR UPDATE SKIP LOCKED on the database's
-// clock, each naming the run that holds it, and ReleaseLeases that gives
-// back only the leases of processes that are gone, never another live
-// instance's), the run log with gaps across instances (hookwarden.RunLog)
+// clock, each naming the run that holds it, in two round trips; a Finish
+// one statement, shared by the Finishes under way at once, finish.go; and
+// ReleaseLeases that gives back only the leases of processes that are
+// gone, never another live instance's), the run log with gaps across instances (hookwarden.RunLog)
 // and InstancesUp, the operator's reads (hookwarden.Inspector: events, dead
 // letters, counts, held requests; plain reads that take no locks, every
 // listing on an index) and writes (hookwarden.Operator: Replay, Prune,
@@ -84,9 +85,10 @@ type Options struct {
 	// newer CLI never migrates a schema under older serve processes. serve
 	// and migrate-store leave it false.
 	NoMigrate bool
-	// OnCommit, if set, is called after each COMMIT with 1 (every
-	// transaction is one request's here), how long the COMMIT took and its
-	// error: the store_commit metrics.
+	// OnCommit, if set, is called after each COMMIT with the calls whose
+	// writes it carries (1 but for Finishes that shared a statement,
+	// finish.go), how long the COMMIT took (a statement that is its own
+	// transaction: the statement) and its error: the store_commit metrics.
 	OnCommit func(batch int, d time.Duration, err error)
 
 	// tracer, set by a test, sees every statement the pool runs.
