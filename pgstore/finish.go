@@ -137,7 +137,7 @@ func (s *Store) finishMany(ctx context.Context, batch []*finishCall) error {
 	start := time.Now()
 	var err error
 	if len(batch) == 1 {
-		sql, args := s.finishStatement(batch[0].a)
+		sql, args := s.finishStatement(batch[0].a, false)
 		_, err = s.pool.Exec(ctx, sql, args...)
 	} else {
 		batch = slices.SortedFunc(slices.Values(batch), func(x, y *finishCall) int {

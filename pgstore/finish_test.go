@@ -136,3 +136,56 @@ func TestFinishOneRoundTrip(t *testing.T) {
 		t.Errorf("%d attempts, %d jobs leased (%v); want %d and 0", attempts, leased, err, n)
 	}
 }
+
+// TestFinishAndLeaseSwap: a chained FinishAndLease of one job skips the
+// count of leases in flight only when the lease it ends was live, so
+// counted by every other lease: one whose lease had expired must count,
+// and takes nothing while another instance's lease fills the concurrency.
+func TestFinishAndLeaseSwap(t *testing.T) {
+	q := setupQueue(t)
+	if err := q.s.SetFlow(q.ctx, []hookwarden.FlowPolicy{{Destination: "std/app", Concurrency: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"A", "B", "C", "D"} {
+		q.add("std", id, `{}`, "std/app")
+	}
+	inflight := func() int {
+		t.Helper()
+		var n int
+		if err := q.s.Pool().QueryRow(q.ctx, `SELECT count(*) FROM jobs WHERE state = 'pending' AND leased_until > $1`,
+			q.clock.Now()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := q.lease("std/app", 1, time.Minute)
+	if len(a) != 1 || a[0].EventID != "A" {
+		t.Fatalf("leased %+v, want A", a)
+	}
+	// A live lease ended, one taken: B.
+	next, err := q.s.FinishAndLease(q.ctx, q.attempt(a[0], hookwarden.Delivered), "std/app", 1, time.Second)
+	if err != nil || len(next) != 1 || next[0].EventID != "B" {
+		t.Fatalf("FinishAndLease of A: %+v %v, want B", next, err)
+	}
+	if n := inflight(); n != 1 {
+		t.Fatalf("%d in flight after the swap, want 1", n)
+	}
+	// B's lease expires; another instance leases C (the concurrency is
+	// full again without B); B's late finish must not take D.
+	q.clock.Add(2 * time.Second)
+	if _, err := q.s.Pool().Exec(q.ctx, `UPDATE jobs SET attempts = attempts + 1, leased_until = $1
+		WHERE id = (SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_ref WHERE e.event_id = 'C')`,
+		q.clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	more, err := q.s.FinishAndLease(q.ctx, q.attempt(next[0], hookwarden.Delivered), "std/app", 1, time.Minute)
+	if err != nil || len(more) != 0 {
+		t.Fatalf("FinishAndLease of B after its lease: %+v %v, want nothing (C fills the concurrency)", more, err)
+	}
+	if n := inflight(); n != 1 {
+		t.Errorf("%d in flight, want 1", n)
+	}
+	if row := q.job("std", "B", "std/app"); row.State != "delivered" {
+		t.Errorf("B: %s, want delivered", row)
+	}
+}

@@ -118,15 +118,15 @@ func (s *Store) FinishAndLease(ctx context.Context, a hookwarden.Attempt, destin
 
 // leasePiped is leaseTx, after the finish of attempt a when a is not nil
 // (one whose finish changes no flow state), in one transaction of two
-// round trips where each statement was one: BEGIN, the finish, the flow
-// row's lock and the count of leases in flight go in one batch, the lease
+// round trips where each statement was one: BEGIN, the flow row's lock,
+// the finish and the count of leases in flight go in one batch, the lease
 // and COMMIT in a second (a rate or a probe adds the flow row's update
-// between them). The statements are still separate, so the count's
-// snapshot is taken after the lock (inflightSQL). The flow row is held for
-// those two round trips and the commit: leases of the destination on other
-// connections and Record's hand-over (which skips a held row) wait less.
-// loadErr wraps errNoEvent (the lease committed) or is nil; err says
-// nothing committed.
+// between them). The statements are still separate, so the snapshots of
+// the finish and the count are taken after the lock (inflightSQL). The
+// flow row is held for those two round trips and the commit: leases of
+// the destination on other connections and Record's hand-over (which
+// skips a held row) wait less. loadErr wraps errNoEvent (the lease
+// committed) or is nil; err says nothing committed.
 func (s *Store) leasePiped(ctx context.Context, a *hookwarden.Attempt, dest string, max int, leaseFor time.Duration) (jobs []hookwarden.Job, loadErr, err error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -135,23 +135,24 @@ func (s *Store) leasePiped(ctx context.Context, a *hookwarden.Attempt, dest stri
 	defer c.Release()
 	defer rollback(ctx, c) // a no-op once committed
 	p := s.policy(dest)
+	// A chained slot's FinishAndLease of one job ends a lease in flight and
+	// takes one: the number in flight cannot grow, so the count (a read of
+	// every pending job of the destination) is needed only when the lease
+	// it ends was not counted by the others, finishLiveSQL's live.
+	swap := a != nil && max == 1 && p.Concurrency > 0
+	counted := p.Concurrency > 0 && !swap
 	b := &pgx.Batch{}
 	b.Queue("begin")
+	b.Queue(flowLockSQL, dest, s.now())
 	if a != nil {
-		sql, args := s.finishStatement(*a)
+		sql, args := s.finishStatement(*a, swap)
 		b.Queue(sql, args...)
 	}
-	b.Queue(flowLockSQL, dest, s.now())
-	if p.Concurrency > 0 {
+	if counted {
 		b.Queue(inflightSQL, dest, s.now())
 	}
 	br := c.SendBatch(ctx, b)
 	_, err = br.Exec()
-	if err == nil && a != nil {
-		if _, err = br.Exec(); err != nil {
-			err = fmt.Errorf("finish job %d: %w", a.JobID, err)
-		}
-	}
 	var f flowRow
 	var now time.Time
 	found := true
@@ -160,8 +161,25 @@ func (s *Store) leasePiped(ctx context.Context, a *hookwarden.Attempt, dest stri
 			found, err = false, nil
 		}
 	}
+	live := false
+	if err == nil && a != nil {
+		if swap {
+			var j finishedJob
+			switch err = br.QueryRow().Scan(&j.dest, &j.key, &j.now, &live); {
+			case errors.Is(err, pgx.ErrNoRows):
+				err = nil // a stale attempt: nothing ended
+			case err == nil:
+				live = live && j.dest == dest
+			}
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			err = fmt.Errorf("finish job %d: %w", a.JobID, err)
+		}
+	}
 	var inflight int
-	if err == nil && p.Concurrency > 0 {
+	if err == nil && counted {
 		if err = br.QueryRow().Scan(&inflight); err != nil {
 			err = fmt.Errorf("count leases of %s: %w", dest, err)
 		}
@@ -174,15 +192,16 @@ func (s *Store) leasePiped(ctx context.Context, a *hookwarden.Attempt, dest stri
 	}
 	if !found {
 		// The flow row was inserted by the lock's statement, which cannot
-		// see its own insert (readFlow): read it and count again, once per
-		// destination's life.
+		// see its own insert (readFlow): read it, once per destination's
+		// life.
 		if f, now, err = scanFlow(c.QueryRow(ctx, flowLockSQL, dest, s.now())); err != nil {
 			return nil, nil, fmt.Errorf("read flow state of %s: %w", dest, err)
 		}
-		if p.Concurrency > 0 {
-			if err := c.QueryRow(ctx, inflightSQL, dest, now).Scan(&inflight); err != nil {
-				return nil, nil, fmt.Errorf("count leases of %s: %w", dest, err)
-			}
+		counted = false
+	}
+	if p.Concurrency > 0 && !counted && !live {
+		if err := c.QueryRow(ctx, inflightSQL, dest, now).Scan(&inflight); err != nil {
+			return nil, nil, fmt.Errorf("count leases of %s: %w", dest, err)
 		}
 	}
 	g := gate(p, f, now, max)
@@ -395,8 +414,27 @@ SELECT destination, order_key, COALESCE($10::timestamptz, now()) FROM j`
 	}
 }()
 
-// finishStatement is a's finishSQL and its arguments.
-func (s *Store) finishStatement(a hookwarden.Attempt) (string, []any) {
+// finishLiveSQL is finishSQL returning also whether the lease the
+// attempt ends was live: its end after the store's clock ($10) or, on the
+// database's, clock_timestamp(), read after the flow row's lock (a later
+// statement of its transaction). Every lease that counts those in flight
+// holds that lock and counted before now by the time it began (now()),
+// so a live lease ended here was counted by each of them.
+var finishLiveSQL = func() map[hookwarden.Verdict]string {
+	m := make(map[hookwarden.Verdict]string, len(finishSQL))
+	for v, sql := range finishSQL {
+		sql = strings.Replace(sql, "WITH a AS (", `WITH o AS (
+	SELECT leased_until > COALESCE($10::timestamptz, clock_timestamp()) AS live FROM jobs WHERE id = $1
+), a AS (`, 1)
+		m[v] = strings.Replace(sql, "COALESCE($10::timestamptz, now()) FROM j",
+			"COALESCE($10::timestamptz, now()), COALESCE((SELECT live FROM o), false) FROM j", 1)
+	}
+	return m
+}()
+
+// finishStatement is a's finishSQL (finishLiveSQL with live) and its
+// arguments.
+func (s *Store) finishStatement(a hookwarden.Attempt, live bool) (string, []any) {
 	var status, exit, errText any
 	if a.StatusCode != 0 {
 		status = a.StatusCode
@@ -412,13 +450,16 @@ func (s *Store) finishStatement(a hookwarden.Attempt) (string, []any) {
 	if a.Verdict == hookwarden.Retry {
 		args = append(args, a.RetryAt.UTC())
 	}
+	if live {
+		return finishLiveSQL[a.Verdict], args
+	}
 	return finishSQL[a.Verdict], args
 }
 
 // finishTx records the attempt, applies its verdict (finishSQL) and then
 // what it changes of flow control, in tx.
 func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt) error {
-	sql, args := s.finishStatement(a)
+	sql, args := s.finishStatement(a, false)
 	var j finishedJob
 	switch err := tx.QueryRow(ctx, sql, args...).Scan(&j.dest, &j.key, &j.now); {
 	case errors.Is(err, pgx.ErrNoRows):
