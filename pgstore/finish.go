@@ -58,10 +58,21 @@ func (s *Store) finishGrouped(ctx context.Context, a hookwarden.Attempt) error {
 	}
 	g.waiting = append(g.waiting, call)
 	g.mu.Unlock()
-	// No giving up early: the statement that takes this call may already be
-	// under way, so a caller that left could not say what was written. The
-	// writer's own deadline (Options.Timeout) bounds the wait.
-	<-call.done
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		// Given up before a writer took it: nothing of it is written. Once
+		// taken, its statement may be under way: wait for its outcome (the
+		// writer's deadline, Options.Timeout, bounds it).
+		g.mu.Lock()
+		if i := slices.Index(g.waiting, call); i >= 0 {
+			g.waiting = slices.Delete(g.waiting, i, i+1)
+			g.mu.Unlock()
+			return fmt.Errorf("finish job %d: %w", a.JobID, ctx.Err())
+		}
+		g.mu.Unlock()
+		<-call.done
+	}
 	if call.lead != nil {
 		return s.writeFinishes(ctx, call, call.lead)
 	}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -187,5 +188,78 @@ func TestFinishAndLeaseSwap(t *testing.T) {
 	}
 	if row := q.job("std", "B", "std/app"); row.State != "delivered" {
 		t.Errorf("B: %s, want delivered", row)
+	}
+}
+
+// TestFinishWaiterGivesUp: a Finish waiting for a writer whose caller gives
+// up leaves with its context's error and nothing of it written; the
+// writers' Finishes are not disturbed.
+func TestFinishWaiterGivesUp(t *testing.T) {
+	q := setupQueue(t)
+	for _, id := range []string{"X", "Y", "Z"} {
+		q.add("std", id, `{}`, "std/app")
+	}
+	jobs := q.lease("std/app", 3, time.Minute)
+	if len(jobs) != 3 {
+		t.Fatalf("leased %d jobs, want 3", len(jobs))
+	}
+	// Hold X and Y: both writers wait on their rows.
+	tx, err := q.s.Pool().Begin(q.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(q.ctx)
+	if _, err := tx.Exec(q.ctx, `SELECT 1 FROM jobs WHERE id = ANY($1) FOR UPDATE`, []int64{jobs[0].ID, jobs[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	g := &q.s.finishes
+	state := func() (writers, waiting int) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.writers, len(g.waiting)
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs[:2] {
+		wg.Go(func() {
+			if err := q.s.Finish(q.ctx, q.attempt(j, hookwarden.Delivered)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitFor("two writers", func() bool { w, _ := state(); return w == 2 })
+	ctx, cancel := context.WithCancel(q.ctx)
+	done := make(chan error, 1)
+	go func() { done <- q.s.Finish(ctx, q.attempt(jobs[2], hookwarden.Delivered)) }()
+	waitFor("a waiting Finish", func() bool { _, n := state(); return n == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the waiter that gave up: %v, want context.Canceled", err)
+	}
+	if got := q.attemptLog(jobs[2].ID); len(got) != 0 {
+		t.Errorf("Z's attempts %v, want none written", got)
+	}
+	if err := tx.Rollback(q.ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, j := range jobs {
+		want := "delivered"
+		if i == 2 {
+			want = "pending"
+		}
+		if row := q.job("std", j.EventID, "std/app"); row.State != want {
+			t.Errorf("%s: %s, want %s", j.EventID, row, want)
+		}
+	}
+	if w, n := state(); w != 0 || n != 0 {
+		t.Errorf("%d writers, %d waiting after all, want none", w, n)
 	}
 }
