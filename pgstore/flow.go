@@ -103,6 +103,8 @@ type leaseGate struct {
 	tokens float64 // the bucket at now, with a rate
 }
 
+// gate is the leaseGate of a lease of max jobs under policy p, flow row f
+// and the store's time now.
 func gate(p hookwarden.FlowPolicy, f flowRow, now time.Time, max int) leaseGate {
 	g := leaseGate{limit: max}
 	switch f.kind() {

@@ -416,10 +416,11 @@ SELECT destination, order_key, COALESCE($10::timestamptz, now()) FROM j`
 
 // finishLiveSQL is finishSQL returning also whether the lease the
 // attempt ends was live: its end after the store's clock ($10) or, on the
-// database's, clock_timestamp(), read after the flow row's lock (a later
-// statement of its transaction). Every lease that counts those in flight
-// holds that lock and counted before now by the time it began (now()),
-// so a live lease ended here was counted by each of them.
+// database's, clock_timestamp(), in a statement after the flow row's lock.
+// Every transaction that counts the leases in flight holds that lock; one
+// that held it before counted them at its now(), earlier than this
+// clock_timestamp(), so it counted a lease live here. Those after see it
+// ended and the new one taken.
 var finishLiveSQL = func() map[hookwarden.Verdict]string {
 	m := make(map[hookwarden.Verdict]string, len(finishSQL))
 	for v, sql := range finishSQL {
