@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // waitingAt is hookwarden.WaitingDue: a keyed job's due time while it
@@ -44,31 +45,21 @@ func (f flowRow) kind() string {
 // row for the transaction (creating it first), which serializes the leases
 // of dest across instances.
 func (s *Store) readFlow(ctx context.Context, q querier, dest string, lock bool) (flowRow, time.Time, error) {
-	var f flowRow
-	var now time.Time
 	sql := `SELECT f.pause, f.failures, f.next_probe_at, f.tokens, f.tokens_at, t.now
 		FROM (SELECT COALESCE($2::timestamptz, now()) AS now) t LEFT JOIN destination_flow f ON f.destination = $1`
 	if lock {
-		sql = `WITH up AS (INSERT INTO destination_flow (destination) VALUES ($1) ON CONFLICT DO NOTHING)
-		SELECT pause, failures, next_probe_at, tokens, tokens_at, COALESCE($2::timestamptz, now())
-		FROM destination_flow WHERE destination = $1 FOR UPDATE`
+		sql = flowLockSQL
 	}
-	var failures *int
-	err := q.QueryRow(ctx, sql, dest, s.now()).Scan(&f.pause, &failures, &f.nextProbe, &f.tokens, &f.tokensAt, &now)
+	f, now, err := scanFlow(q.QueryRow(ctx, sql, dest, s.now()))
 	if lock && errors.Is(err, pgx.ErrNoRows) {
 		// The row was inserted by this statement: the CTE's row is not
 		// visible to its own SELECT. Read it again, now that it exists.
-		err = q.QueryRow(ctx, `SELECT pause, failures, next_probe_at, tokens, tokens_at, COALESCE($2::timestamptz, now())
-			FROM destination_flow WHERE destination = $1 FOR UPDATE`, dest, s.now()).
-			Scan(&f.pause, &failures, &f.nextProbe, &f.tokens, &f.tokensAt, &now)
+		f, now, err = scanFlow(q.QueryRow(ctx, sql, dest, s.now()))
 	}
 	if err != nil {
 		return flowRow{}, time.Time{}, fmt.Errorf("read flow state of %s: %w", dest, err)
 	}
-	if failures != nil {
-		f.failures = *failures
-	}
-	return f, now.UTC(), nil
+	return f, now, nil
 }
 
 // SetFlow makes policies the flow control of their destinations. A
@@ -102,70 +93,100 @@ func bucket(r hookwarden.Rate, f flowRow, now time.Time) float64 {
 	return min(n, *f.tokens+float64(elapsed)/float64(r.Per)*n)
 }
 
+// leaseGate is what flow control lets a lease of max jobs take before the
+// count of leases in flight: nothing while paused manually, one probe per
+// probe interval while paused automatically, no more than the rate's
+// tokens.
+type leaseGate struct {
+	limit  int
+	probe  bool
+	tokens float64 // the bucket at now, with a rate
+}
+
+// gate is the leaseGate of a lease of max jobs under policy p, flow row f
+// and the store's time now.
+func gate(p hookwarden.FlowPolicy, f flowRow, now time.Time, max int) leaseGate {
+	g := leaseGate{limit: max}
+	switch f.kind() {
+	case hookwarden.PauseManual:
+		return leaseGate{}
+	case hookwarden.PauseAuto:
+		if f.nextProbe != nil && now.Before(*f.nextProbe) {
+			return leaseGate{}
+		}
+		g.limit, g.probe = 1, true
+	}
+	if !p.Rate.IsZero() {
+		g.tokens = bucket(p.Rate, f, now)
+		g.limit = min(g.limit, int(math.Floor(g.tokens)))
+	}
+	return g
+}
+
+// execer is a transaction or a connection in one.
+type execer interface {
+	querier
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
 // leaseTx leases, in tx, what flow control allows of max due jobs of
-// destination: nothing while paused manually, one probe per probe
-// interval while paused automatically, no more than the rate's tokens, no
-// more than concurrency minus the leases in flight on every instance. A
-// job whose event cannot be read ends the list with an error wrapping
-// errNoEvent (its lease stands); any other error is the statement's.
+// destination: what gate allows, and no more than concurrency minus the
+// leases in flight on every instance, counted (inflightSQL) in a statement
+// after the one that locked the flow row: a statement that waited for a
+// lock keeps the snapshot it began with, which misses the lease committed
+// by the transaction it waited for. A job whose event cannot be read
+// ends the list with an error wrapping errNoEvent (its lease stands); any
+// other error is the statement's.
 func (s *Store) leaseTx(ctx context.Context, tx pgx.Tx, destination string, max int, leaseFor time.Duration) ([]hookwarden.Job, error) {
 	f, now, err := s.readFlow(ctx, tx, destination, true)
 	if err != nil {
 		return nil, err
 	}
 	p := s.policy(destination)
-	limit, probe := max, false
-	switch f.kind() {
-	case hookwarden.PauseManual:
-		return nil, nil
-	case hookwarden.PauseAuto:
-		if f.nextProbe != nil && now.Before(*f.nextProbe) {
-			return nil, nil
-		}
-		limit, probe = 1, true
-	}
-	var tokens float64
-	if !p.Rate.IsZero() {
-		tokens = bucket(p.Rate, f, now)
-		limit = min(limit, int(math.Floor(tokens)))
-	}
-	if p.Concurrency > 0 && limit > 0 {
+	g := gate(p, f, now, max)
+	if p.Concurrency > 0 && g.limit > 0 {
 		var inflight int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs
-			WHERE destination = $1 AND state = 'pending' AND leased_until > $2`, destination, now).Scan(&inflight); err != nil {
+		if err := tx.QueryRow(ctx, inflightSQL, destination, now).Scan(&inflight); err != nil {
 			return nil, fmt.Errorf("count leases of %s: %w", destination, err)
 		}
-		limit = min(limit, p.Concurrency-inflight)
+		g.limit = min(g.limit, p.Concurrency-inflight)
 	}
-	if limit <= 0 {
+	if g.limit <= 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, leaseSQL, destination, limit, leaseFor.Microseconds(), now, s.holder())
+	rows, err := tx.Query(ctx, leaseSQL, destination, g.limit, leaseFor.Microseconds(), now, s.holder())
 	if err != nil {
 		return nil, fmt.Errorf("lease jobs: %w", err)
 	}
+	return s.leased(ctx, tx, destination, rows, g, now)
+}
+
+// leased reads the rows of a lease that gate g allowed and spends its
+// rate's tokens or its probe in the flow row, in the lease's transaction.
+func (s *Store) leased(ctx context.Context, q execer, destination string, rows pgx.Rows, g leaseGate, now time.Time) ([]hookwarden.Job, error) {
+	p := s.policy(destination)
 	jobs, loadErr := leasedJobs(rows, destination)
 	if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
 		return nil, loadErr
 	}
 	n := len(jobs)
 	if errors.Is(loadErr, errNoEvent) {
-		n = limit // not known how many the statement took: spend the most it could
+		n = g.limit // not known how many the statement took: spend the most it could
 	}
-	if probe {
+	if g.probe {
 		for i := range jobs {
 			jobs[i].Probe = true
 		}
 	}
-	if n > 0 && (!p.Rate.IsZero() || probe) {
+	if n > 0 && (!p.Rate.IsZero() || g.probe) {
 		var tk, probeAt any
 		if !p.Rate.IsZero() {
-			tk = tokens - float64(n)
+			tk = g.tokens - float64(n)
 		}
-		if probe {
+		if g.probe {
 			probeAt = now.Add(maxDur(p.ProbeEvery, time.Second))
 		}
-		if _, err := tx.Exec(ctx, `UPDATE destination_flow SET
+		if _, err := q.Exec(ctx, `UPDATE destination_flow SET
 			tokens = COALESCE($2, tokens), tokens_at = CASE WHEN $2::double precision IS NULL THEN tokens_at ELSE $3 END,
 			next_probe_at = COALESCE($4, next_probe_at) WHERE destination = $1`, destination, tk, now, probeAt); err != nil {
 			return nil, fmt.Errorf("record lease in flow state of %s: %w", destination, err)
@@ -181,26 +202,38 @@ func maxDur(a, b time.Duration) time.Duration {
 	return b
 }
 
+// finishFlow reports whether an attempt's finish may change flow
+// control: a probe's, or one of a destination with pause_after or
+// order_by. Otherwise Finish is its one statement (finishSQL).
+func (s *Store) finishFlow(a hookwarden.Attempt) bool {
+	if a.Probe {
+		return true
+	}
+	if !s.finishHooks() {
+		return false
+	}
+	p := s.policy(a.Destination)
+	return a.Destination == "" || p.PauseAfter > 0 || p.Ordered
+}
+
+// finishedJob is what finishSQL returns of a job whose verdict applied.
+type finishedJob struct {
+	dest string
+	key  *string
+	now  time.Time // the store's clock
+}
+
 // finishedTx applies a finished attempt to flow control after its verdict
-// (matched: the attempt was the job's current one), as sqlitestore does.
-func (s *Store) finishedTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt, matched bool) error {
-	if !matched || (!a.Probe && !s.finishHooks()) {
+// (j nil: the attempt was not the job's current one), as sqlitestore does.
+func (s *Store) finishedTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt, j *finishedJob) error {
+	if j == nil || !s.finishFlow(a) {
 		return nil
 	}
-	if p := s.policy(a.Destination); a.Destination != "" && !a.Probe && p.PauseAfter == 0 && !p.Ordered {
-		return nil // nothing of this destination's flow depends on it
-	}
-	var dest string
-	var key *string
-	var now time.Time
+	dest, key, now := j.dest, j.key, j.now
 	if a.Probe && a.Verdict == hookwarden.Retry {
-		if err := tx.QueryRow(ctx, `UPDATE jobs SET attempts = attempts - 1 WHERE id = $1 AND attempts > 0
-			RETURNING destination, order_key, COALESCE($2::timestamptz, now())`, a.JobID, s.now()).Scan(&dest, &key, &now); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET attempts = attempts - 1 WHERE id = $1 AND attempts > 0`, a.JobID); err != nil {
 			return fmt.Errorf("give back the probe's attempt: %w", err)
 		}
-	} else if err := tx.QueryRow(ctx, `SELECT destination, order_key, COALESCE($2::timestamptz, now()) FROM jobs WHERE id = $1`,
-		a.JobID, s.now()).Scan(&dest, &key, &now); err != nil {
-		return fmt.Errorf("read finished job %d: %w", a.JobID, err)
 	}
 	p := s.policy(dest)
 	switch {

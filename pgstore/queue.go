@@ -19,7 +19,7 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var _ hookwarden.Queue = (*Store)(nil)
@@ -70,15 +70,7 @@ func (s *Store) Lease(ctx context.Context, destination string, max int, leaseFor
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var jobs []hookwarden.Job
-	var loadErr error
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		jobs, loadErr = s.leaseTx(ctx, tx, destination, max, leaseFor)
-		if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
-			return loadErr // the statement failed: nothing is leased
-		}
-		return nil
-	})
+	jobs, loadErr, err := s.leasePiped(ctx, nil, destination, max, leaseFor)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 	}
@@ -92,23 +84,27 @@ func (s *Store) FinishAndLease(ctx context.Context, a hookwarden.Attempt, destin
 	if err := checkVerdict(a); err != nil {
 		return nil, err
 	}
+	if max <= 0 {
+		return nil, s.Finish(ctx, a)
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var jobs []hookwarden.Job
-	var loadErr error
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.finishTx(ctx, tx, a); err != nil {
-			return err
-		}
-		if max <= 0 {
+	var loadErr, err error
+	if s.finishFlow(a) {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			if err := s.finishTx(ctx, tx, a); err != nil {
+				return err
+			}
+			jobs, loadErr = s.leaseTx(ctx, tx, destination, max, leaseFor)
+			if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
+				return loadErr // the statement failed: roll the finish back too
+			}
 			return nil
-		}
-		jobs, loadErr = s.leaseTx(ctx, tx, destination, max, leaseFor)
-		if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
-			return loadErr // the statement failed: roll the finish back too
-		}
-		return nil
-	})
+		})
+	} else {
+		jobs, loadErr, err = s.leasePiped(ctx, &a, destination, max, leaseFor)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 	}
@@ -118,6 +114,190 @@ func (s *Store) FinishAndLease(ctx context.Context, a hookwarden.Attempt, destin
 		s.log.Error("load leased jobs", "destination", destination, "err", loadErr)
 	}
 	return jobs, nil
+}
+
+// leasePiped is leaseTx, after the finish of attempt a when a is not nil
+// (one whose finish changes no flow state), in one transaction of two
+// round trips where each statement was one: BEGIN, the flow row's lock,
+// the finish and the count of leases in flight go in one batch, the lease
+// and COMMIT in a second (a rate or a probe adds the flow row's update
+// between them). The statements are still separate, so the snapshots of
+// the finish and the count are taken after the lock (inflightSQL). The
+// flow row is held for those two round trips and the commit: leases of
+// the destination on other connections and Record's hand-over (which
+// skips a held row) wait less. loadErr wraps errNoEvent (the lease
+// committed) or is nil; err says nothing committed.
+func (s *Store) leasePiped(ctx context.Context, a *hookwarden.Attempt, dest string, max int, leaseFor time.Duration) (jobs []hookwarden.Job, loadErr, err error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("acquire a connection: %w", err)
+	}
+	defer c.Release()
+	defer rollback(ctx, c) // a no-op once committed
+	p := s.policy(dest)
+	// A chained slot's FinishAndLease of one job ends a lease in flight and
+	// takes one: the number in flight cannot grow, so the count (a read of
+	// every pending job of the destination) is needed only when the lease
+	// it ends was not counted by the others, finishLiveSQL's live.
+	swap := a != nil && max == 1 && p.Concurrency > 0
+	counted := p.Concurrency > 0 && !swap
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(flowLockSQL, dest, s.now())
+	if a != nil {
+		sql, args := s.finishStatement(*a, swap)
+		b.Queue(sql, args...)
+	}
+	if counted {
+		b.Queue(inflightSQL, dest, s.now())
+	}
+	br := c.SendBatch(ctx, b)
+	_, err = br.Exec()
+	var f flowRow
+	var now time.Time
+	found := true
+	if err == nil {
+		if f, now, err = scanFlow(br.QueryRow()); errors.Is(err, pgx.ErrNoRows) {
+			found, err = false, nil
+		}
+	}
+	live := false
+	if err == nil && a != nil {
+		if swap {
+			var j finishedJob
+			switch err = br.QueryRow().Scan(&j.dest, &j.key, &j.now, &live); {
+			case errors.Is(err, pgx.ErrNoRows):
+				err = nil // a stale attempt: nothing ended
+			case err == nil:
+				live = live && j.dest == dest
+			}
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			err = fmt.Errorf("finish job %d: %w", a.JobID, err)
+		}
+	}
+	var inflight int
+	if err == nil && counted {
+		if err = br.QueryRow().Scan(&inflight); err != nil {
+			err = fmt.Errorf("count leases of %s: %w", dest, err)
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if !found {
+		// The flow row was inserted by the lock's statement, which cannot
+		// see its own insert (readFlow): read it, once per destination's
+		// life.
+		if f, now, err = scanFlow(c.QueryRow(ctx, flowLockSQL, dest, s.now())); err != nil {
+			return nil, nil, fmt.Errorf("read flow state of %s: %w", dest, err)
+		}
+		counted = false
+	}
+	if p.Concurrency > 0 && !counted && !live {
+		if err := c.QueryRow(ctx, inflightSQL, dest, now).Scan(&inflight); err != nil {
+			return nil, nil, fmt.Errorf("count leases of %s: %w", dest, err)
+		}
+	}
+	g := gate(p, f, now, max)
+	if p.Concurrency > 0 {
+		g.limit = min(g.limit, p.Concurrency-inflight)
+	}
+	if g.limit <= 0 {
+		return nil, nil, s.commit(ctx, c)
+	}
+	if !p.Rate.IsZero() || g.probe {
+		rows, err := c.Query(ctx, leaseSQL, dest, g.limit, leaseFor.Microseconds(), now, s.holder())
+		if err != nil {
+			return nil, nil, fmt.Errorf("lease jobs: %w", err)
+		}
+		if jobs, loadErr = s.leased(ctx, c, dest, rows, g, now); loadErr != nil && !errors.Is(loadErr, errNoEvent) {
+			return nil, nil, loadErr
+		}
+		return jobs, loadErr, s.commit(ctx, c)
+	}
+	b = &pgx.Batch{}
+	b.Queue(leaseSQL, dest, g.limit, leaseFor.Microseconds(), now, s.holder())
+	b.Queue("commit")
+	start := time.Now()
+	br = c.SendBatch(ctx, b)
+	rows, err := br.Query()
+	if err == nil {
+		jobs, loadErr = leasedJobs(rows, dest)
+		if loadErr != nil && !errors.Is(loadErr, errNoEvent) {
+			br.Close()
+			return nil, nil, loadErr
+		}
+	} else {
+		err = fmt.Errorf("lease jobs: %w", err)
+	}
+	if err == nil {
+		if _, err = br.Exec(); err != nil {
+			err = fmt.Errorf("%w: %w", errCommit, err)
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("%w: %w", errCommit, cerr)
+	}
+	s.committed(1, time.Since(start), err)
+	if err != nil {
+		return nil, nil, err
+	}
+	return jobs, loadErr, nil
+}
+
+// flowLockSQL locks dest's ($1) flow row for the transaction, inserting it
+// first, and reads it with the store's clock ($2, NULL: now()). A row this
+// statement inserted is not visible to its own SELECT: no row then.
+const flowLockSQL = `WITH up AS (INSERT INTO destination_flow (destination) VALUES ($1) ON CONFLICT DO NOTHING)
+	SELECT pause, failures, next_probe_at, tokens, tokens_at, COALESCE($2::timestamptz, now())
+	FROM destination_flow WHERE destination = $1 FOR UPDATE`
+
+// scanFlow reads a row of flowLockSQL.
+func scanFlow(row pgx.Row) (flowRow, time.Time, error) {
+	var f flowRow
+	var failures *int
+	var now time.Time
+	if err := row.Scan(&f.pause, &failures, &f.nextProbe, &f.tokens, &f.tokensAt, &now); err != nil {
+		return flowRow{}, time.Time{}, err
+	}
+	if failures != nil {
+		f.failures = *failures
+	}
+	return f, now.UTC(), nil
+}
+
+// commit commits c's transaction.
+func (s *Store) commit(ctx context.Context, c *pgxpool.Conn) error {
+	if _, err := c.Exec(ctx, "commit"); err != nil {
+		return fmt.Errorf("%w: %w", errCommit, err)
+	}
+	return nil
+}
+
+// committed reports a COMMIT the tracer does not see as one (a batch's, or
+// the implicit one of a statement sent alone) of n calls' writes to
+// Options.OnCommit.
+func (s *Store) committed(n int, d time.Duration, err error) {
+	if s.health.onCommit != nil {
+		s.health.onCommit(n, d, err)
+	}
+}
+
+// rollback ends c's transaction, if one is open (the pool closes a
+// connection it gets back in one).
+func rollback(ctx context.Context, c *pgxpool.Conn) {
+	if c.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, _ = c.Exec(rctx, "rollback")
 }
 
 // errNoEvent marks a leased job whose event (or its accepted receipt)
@@ -175,14 +355,23 @@ func headerValue(headers, name string) string {
 
 // Finish records an attempt and applies its verdict to the job. The
 // verdict of a stale attempt (the job was leased again since, or finished)
-// is kept in the attempt log but does not change the job.
+// is kept in the attempt log but does not change the job. A finish that
+// changes no flow state (finishFlow) is one statement, its own
+// transaction (one round trip where BEGIN, the two writes and COMMIT were
+// four), shared with the finishes under way at once (finish.go).
 func (s *Store) Finish(ctx context.Context, a hookwarden.Attempt) error {
 	if err := checkVerdict(a); err != nil {
 		return err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if err := s.inTx(ctx, func(tx pgx.Tx) error { return s.finishTx(ctx, tx, a) }); err != nil {
+	var err error
+	if s.finishFlow(a) {
+		err = s.inTx(ctx, func(tx pgx.Tx) error { return s.finishTx(ctx, tx, a) })
+	} else {
+		err = s.finishGrouped(ctx, a)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 	}
 	return nil
@@ -196,11 +385,57 @@ func checkVerdict(a hookwarden.Attempt) error {
 	return fmt.Errorf("finish job %d: unknown verdict %q", a.JobID, a.Verdict)
 }
 
-// finishTx records the attempt and applies its verdict. The verdict applies
-// only to the lease that made the attempt (attempts = its number): a late
-// finish of an attempt whose lease expired and was leased again is logged
-// but must not overwrite the newer attempt's outcome.
-func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt) error {
+// finishSQL records an attempt and applies its verdict in one statement,
+// by verdict: the attempt's row and the job's update are data-modifying
+// CTEs. The verdict applies only to the lease that made the attempt
+// (attempts = its number): a late finish of an attempt whose lease expired
+// and was leased again is logged but must not overwrite the newer
+// attempt's outcome. A row comes back only when the verdict applied, with
+// what flow control reads of the job. $1 job, $2 attempt number, $3
+// started, $4 duration (µs), $5 status, $6 exit code, $7 error, $8
+// response, $9 verdict, $10 the store's clock (NULL: now()); $11 the retry's
+// due time.
+var finishSQL = func() map[hookwarden.Verdict]string {
+	const head = `WITH a AS (
+	INSERT INTO attempts (job_id, number, started_at, duration_us, status_code, exit_code, error, response, verdict)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+), j AS (
+	UPDATE jobs SET `
+	const tail = `
+	WHERE id = $1 AND state = 'pending' AND attempts = $2
+	RETURNING destination, order_key)
+SELECT destination, order_key, COALESCE($10::timestamptz, now()) FROM j`
+	return map[hookwarden.Verdict]string{
+		hookwarden.Delivered: head + `state = 'delivered', leased_until = NULL, last_error = NULL,
+		finished_at = COALESCE($10::timestamptz, now())` + tail,
+		hookwarden.Retry: head + `next_at = $11::timestamptz, leased_until = NULL, last_error = $7` + tail,
+		hookwarden.Dead: head + `state = 'dead', leased_until = NULL, last_error = $7,
+		finished_at = COALESCE($10::timestamptz, now()), dead_count = dead_count + 1` + tail,
+	}
+}()
+
+// finishLiveSQL is finishSQL returning also whether the lease the
+// attempt ends was live: its end after the store's clock ($10) or, on the
+// database's, clock_timestamp(), in a statement after the flow row's lock.
+// Every transaction that counts the leases in flight holds that lock; one
+// that held it before counted them at its now(), earlier than this
+// clock_timestamp(), so it counted a lease live here. Those after see it
+// ended and the new one taken.
+var finishLiveSQL = func() map[hookwarden.Verdict]string {
+	m := make(map[hookwarden.Verdict]string, len(finishSQL))
+	for v, sql := range finishSQL {
+		sql = strings.Replace(sql, "WITH a AS (", `WITH o AS (
+	SELECT leased_until > COALESCE($10::timestamptz, clock_timestamp()) AS live FROM jobs WHERE id = $1
+), a AS (`, 1)
+		m[v] = strings.Replace(sql, "COALESCE($10::timestamptz, now()) FROM j",
+			"COALESCE($10::timestamptz, now()), COALESCE((SELECT live FROM o), false) FROM j", 1)
+	}
+	return m
+}()
+
+// finishStatement is a's finishSQL (finishLiveSQL with live) and its
+// arguments.
+func (s *Store) finishStatement(a hookwarden.Attempt, live bool) (string, []any) {
 	var status, exit, errText any
 	if a.StatusCode != 0 {
 		status = a.StatusCode
@@ -209,33 +444,32 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt) e
 		exit = a.ExitCode
 	}
 	if a.Error != "" {
-		// A text column refuses what SQLite keeps: an error quoting bytes.
-		errText = strings.ToValidUTF8(strings.ReplaceAll(a.Error, "\x00", ""), "\uFFFD")
+		errText = cleanText(a.Error)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO attempts (job_id, number, started_at, duration_us, status_code, exit_code, error, response, verdict)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		a.JobID, a.Number, a.StartedAt.UTC(), a.Duration.Microseconds(), status, exit, errText, a.Response, string(a.Verdict)); err != nil {
-		return fmt.Errorf("insert attempt: %w", err)
+	args := []any{a.JobID, a.Number, a.StartedAt.UTC(), a.Duration.Microseconds(), status, exit, errText, a.Response,
+		string(a.Verdict), s.now()}
+	if a.Verdict == hookwarden.Retry {
+		args = append(args, a.RetryAt.UTC())
 	}
-	var tag pgconn.CommandTag
-	var err error
-	switch a.Verdict {
-	case hookwarden.Delivered:
-		tag, err = tx.Exec(ctx, `UPDATE jobs SET state = 'delivered', leased_until = NULL, last_error = NULL,
-			finished_at = COALESCE($1::timestamptz, now())
-			WHERE id = $2 AND state = 'pending' AND attempts = $3`, s.now(), a.JobID, a.Number)
-	case hookwarden.Retry:
-		tag, err = tx.Exec(ctx, `UPDATE jobs SET next_at = $1, leased_until = NULL, last_error = $2
-			WHERE id = $3 AND state = 'pending' AND attempts = $4`, a.RetryAt.UTC(), errText, a.JobID, a.Number)
-	case hookwarden.Dead:
-		tag, err = tx.Exec(ctx, `UPDATE jobs SET state = 'dead', leased_until = NULL, last_error = $1,
-			finished_at = COALESCE($2::timestamptz, now()), dead_count = dead_count + 1
-			WHERE id = $3 AND state = 'pending' AND attempts = $4`, errText, s.now(), a.JobID, a.Number)
+	if live {
+		return finishLiveSQL[a.Verdict], args
 	}
-	if err != nil {
+	return finishSQL[a.Verdict], args
+}
+
+// finishTx records the attempt, applies its verdict (finishSQL) and then
+// what it changes of flow control, in tx.
+func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, a hookwarden.Attempt) error {
+	sql, args := s.finishStatement(a, false)
+	var j finishedJob
+	switch err := tx.QueryRow(ctx, sql, args...).Scan(&j.dest, &j.key, &j.now); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return s.finishedTx(ctx, tx, a, nil)
+	case err != nil:
 		return fmt.Errorf("finish job %d: %w", a.JobID, err)
 	}
-	return s.finishedTx(ctx, tx, a, tag.RowsAffected() == 1)
+	j.now = j.now.UTC()
+	return s.finishedTx(ctx, tx, a, &j)
 }
 
 // inTx runs fn in a transaction and commits it.

@@ -16,9 +16,10 @@
 // hand-over of SetDirect: a new job given a free slot is committed leased
 // to this process's run and handed over after COMMIT), the queue
 // (hookwarden.Queue: leases with FOR UPDATE SKIP LOCKED on the database's
-// clock, each naming the run that holds it, and ReleaseLeases that gives
-// back only the leases of processes that are gone, never another live
-// instance's), the run log with gaps across instances (hookwarden.RunLog)
+// clock, each naming the run that holds it, in two round trips; a Finish
+// one statement, shared by the Finishes under way at once, finish.go; and
+// ReleaseLeases that gives back only the leases of processes that are
+// gone, never another live instance's), the run log with gaps across instances (hookwarden.RunLog)
 // and InstancesUp, the operator's reads (hookwarden.Inspector: events, dead
 // letters, counts, held requests; plain reads that take no locks, every
 // listing on an index) and writes (hookwarden.Operator: Replay, Prune,
@@ -86,9 +87,11 @@ type Options struct {
 	// newer CLI never migrates a schema under older serve processes. serve
 	// and migrate-store leave it false.
 	NoMigrate bool
-	// OnCommit, if set, is called after each COMMIT with the requests it
-	// committed (a batch's, or 1), how long it took and its error: the
-	// store_commit metrics.
+	// OnCommit, if set, is called after each COMMIT with the calls whose
+	// writes it carries (a batch of Records, batch.go, or Finishes that
+	// shared a statement, finish.go; else 1), how long the COMMIT took (a
+	// statement that is its own transaction: the statement) and its error:
+	// the store_commit metrics.
 	OnCommit func(batch int, d time.Duration, err error)
 
 	// tracer, set by a test, sees every statement the pool runs.
@@ -126,6 +129,7 @@ type Store struct {
 	listen    listener        // started by SetDirect with a hookwarden.Waker
 	announcer announcer       // Record's announcements, sent after its COMMIT
 	batch     *batching       // Record's batches of new events (batch.go)
+	finishes  finishGroup     // Finish calls waiting to share a statement
 	noNotify  bool            // set by a benchmark: announce nothing
 }
 
