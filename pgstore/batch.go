@@ -360,7 +360,7 @@ const batchSQL = `WITH m AS MATERIALIZED (
 			WHEN d.cap > 0 THEN CASE WHEN (SELECT count(*) FROM jobs j WHERE j.destination = d.dest
 				AND j.state = 'pending' AND j.leased_until > t) < d.cap THEN d.lease ELSE 0 END
 			WHEN EXISTS (SELECT 1 FROM destination_flow f WHERE f.destination = d.dest AND f.pause IS NOT NULL) THEN 0
-			ELSE d.lease END AS lease) l
+			ELSE d.lease END AS lease OFFSET 0) l -- OFFSET 0: computed once, not at each of its three uses
 	RETURNING id, event_ref, destination, attempts
 )
 SELECT cl.i, rc.id, jb.id, jb.destination, jb.attempts FROM cl JOIN rc ON rc.event_ref = cl.ref
@@ -440,7 +440,9 @@ func readBatch(br pgx.BatchResults, ms []member) error {
 // headers, the request's body and its hash. A copy is "same" (its bytes
 // are the claim's: no body kept), "divergent", or "unknown" (retention
 // emptied the claim's hash, or the claim came from a backfill, whose JSON
-// may differ from the webhook's bytes: kept, not flagged).
+// may differ from the webhook's bytes: kept, not flagged). The claims are
+// read one index probe per repeat (LATERAL ... LIMIT 1): as a join, the
+// generic plan, estimating a small events table, hashed a scan of all of it.
 const repeatSQL = `WITH m AS MATERIALIZED (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::bytea[])
 		WITH ORDINALITY AS m(source, event_id, sum, at, remote, headers, body, body_sum, i)
@@ -450,7 +452,7 @@ const repeatSQL = `WITH m AS MATERIALIZED (
 		WHEN ev.body_sha256 = m.sum THEN 'same'
 		WHEN EXISTS (SELECT 1 FROM receipts r WHERE r.event_ref = ev.id AND r.kind = 'accepted' AND r.origin = 'backfill') THEN 'unknown'
 		ELSE 'divergent' END AS copy
-	FROM m JOIN events ev ON ev.source = m.source AND ev.event_id = m.event_id
+	FROM m, LATERAL (SELECT id, body_sha256 FROM events WHERE source = m.source AND event_id = m.event_id LIMIT 1) ev
 ), rc AS (
 	INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
 	SELECT source, ref, CASE copy WHEN 'divergent' THEN 'divergent' ELSE 'duplicate' END, at, remote, headers,
