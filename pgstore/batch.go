@@ -8,7 +8,7 @@ package pgstore
 // fire once per statement whatever its rows) and the round trips: on this
 // 2-core machine that work, not the disk, bounded the acks (docs/
 // performance.md has the figures). Grouping whole transactions behind
-// savepoints, tried before (group_test.go), saved only BEGIN and COMMIT.
+// savepoints, tried before (docs/performance.md), saved only BEGIN and COMMIT.
 //
 // A batch never costs a member a promise:
 //   - a member the batch did not claim (a duplicate, a body key held by
@@ -355,12 +355,7 @@ const batchSQL = `WITH m AS MATERIALIZED (
 		CASE WHEN l.lease > 0 THEN $16::bigint END, t
 	FROM unnest($11::bigint[], $12::text[], $13::bigint[], $14::int[]) AS d(i, dest, lease, cap)
 		JOIN cl ON cl.i = d.i, COALESCE($15::timestamptz, now()) AS t,
-		LATERAL (SELECT CASE -- CASE, not AND: the reads only for a slot
-			WHEN d.lease <= 0 THEN 0
-			WHEN d.cap > 0 THEN CASE WHEN (SELECT count(*) FROM jobs j WHERE j.destination = d.dest
-				AND j.state = 'pending' AND j.leased_until > t) < d.cap THEN d.lease ELSE 0 END
-			WHEN EXISTS (SELECT 1 FROM destination_flow f WHERE f.destination = d.dest AND f.pause IS NOT NULL) THEN 0
-			ELSE d.lease END AS lease OFFSET 0) l -- OFFSET 0: computed once, not at each of its three uses
+		` + leaseTestSQL + `
 	RETURNING id, event_ref, destination, attempts
 )
 SELECT cl.i, rc.id, jb.id, jb.destination, jb.attempts FROM cl JOIN rc ON rc.event_ref = cl.ref

@@ -58,15 +58,21 @@ const freshSQL = `WITH bk AS (
 		CASE WHEN l.lease > 0 THEN $14::bigint END, t
 	FROM ev, COALESCE($13::timestamptz, now()) AS t,
 		unnest($10::text[], $11::bigint[], $15::int[]) AS d(dest, lease, cap),
-		LATERAL (SELECT CASE -- CASE, not AND: the reads only for a slot
+		` + leaseTestSQL + `
+	RETURNING id, destination, attempts
+)
+SELECT ev.id, rc.id, jb.id, jb.destination, jb.attempts FROM ev CROSS JOIN rc LEFT JOIN jb ON true`
+
+// leaseTestSQL is the lease a job of destination d.dest gets (l.lease): its
+// slot's (d.lease, 0 for none) unless the destination is paused or, with a
+// concurrency (d.cap > 0), all of it is in flight by clock t. A LATERAL of
+// freshSQL's and batchSQL's jobs.
+const leaseTestSQL = `LATERAL (SELECT CASE -- CASE, not AND: the reads only for a slot
 			WHEN d.lease <= 0 THEN 0
 			WHEN d.cap > 0 THEN CASE WHEN (SELECT count(*) FROM jobs j WHERE j.destination = d.dest
 				AND j.state = 'pending' AND j.leased_until > t) < d.cap THEN d.lease ELSE 0 END
 			WHEN EXISTS (SELECT 1 FROM destination_flow f WHERE f.destination = d.dest AND f.pause IS NOT NULL) THEN 0
-			ELSE d.lease END AS lease OFFSET 0) l -- OFFSET 0: computed once, not at each of its three uses
-	RETURNING id, destination, attempts
-)
-SELECT ev.id, rc.id, jb.id, jb.destination, jb.attempts FROM ev CROSS JOIN rc LEFT JOIN jb ON true`
+			ELSE d.lease END AS lease OFFSET 0) l -- OFFSET 0: computed once, not at each of its three uses`
 
 // freshable reports whether ev can take the one-statement path: a single
 // event of the request's own body whose destinations are all plain (an
