@@ -35,12 +35,14 @@ const historyRows = `WITH g AS (SELECT i,
 `
 
 // FillHistory writes h into an empty store, historyChunk claims per
-// transaction (historyWorkers at once) through the store's tables, so the triggers keep the counters
-// and hourly counts as for any write; then it moves the id sequences past
-// the ids written, sets prune's cursor where folding the old claims would
-// have left it, and vacuums and analyzes the tables, as autovacuum would
-// have long since on a store that old. progress, if set, is called after
-// each transaction with the claims written so far.
+// transaction (historyWorkers at once) through the store's tables, so the
+// triggers keep the counters and hourly counts as for any write; then it
+// moves the id sequences past the ids written, sets prune's cursor where
+// folding the old claims would have left it, folds its connections' count
+// rows into shard 0 (Prune would have, hour by hour, on a store that old)
+// and vacuums and analyzes the tables, as autovacuum would have long since.
+// progress, if set, is called after each transaction with the claims
+// written so far.
 func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress func(done int)) error {
 	h = h.WithDefaults()
 	var any bool
@@ -121,6 +123,9 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 	if err != nil {
 		return fmt.Errorf("fill history: %w", err)
 	}
+	if err := s.foldAllCounts(ctx); err != nil {
+		return fmt.Errorf("fill history: %w", err)
+	}
 	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) events, receipts, jobs, attempts, counters, hourly, pruned_totals`); err != nil {
 		return fmt.Errorf("fill history: vacuum: %w", err)
 	}
@@ -181,4 +186,25 @@ FROM g WHERE $7::int > 0`,
 		}
 	}
 	return nil
+}
+
+// foldAllCounts folds every count row into shard 0, the live connections'
+// too (right at any time: see migrations/0007_counter_rows.sql).
+func (s *Store) foldAllCounts(ctx context.Context) error {
+	return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `WITH g AS (DELETE FROM counters WHERE shard <> 0 RETURNING name, kind, n)
+INSERT INTO counters (name, kind, shard, n) SELECT name, kind, 0, sum(n) FROM g GROUP BY name, kind
+ON CONFLICT (name, kind, shard) DO UPDATE SET n = counters.n + excluded.n`); err != nil {
+			return fmt.Errorf("fold counters: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `WITH g AS (DELETE FROM hourly WHERE shard <> 0
+	RETURNING source, hour, accepted, duplicates, first_ref)
+INSERT INTO hourly (source, hour, shard, accepted, duplicates, first_ref)
+SELECT source, hour, 0, sum(accepted), sum(duplicates), min(first_ref) FROM g GROUP BY source, hour
+ON CONFLICT (source, hour, shard) DO UPDATE SET accepted = hourly.accepted + excluded.accepted,
+	duplicates = hourly.duplicates + excluded.duplicates, first_ref = LEAST(hourly.first_ref, excluded.first_ref)`); err != nil {
+			return fmt.Errorf("fold hourly counts: %w", err)
+		}
+		return nil
+	})
 }

@@ -544,6 +544,49 @@ func TestPruneIdlePassCostFlat(t *testing.T) {
 	}
 }
 
+// historyPassBlocks fills a store with FillHistory (n claims, a tenth with
+// payloads, a dead letter per 1,000 of those), closes it (its connections'
+// count rows are then a gone backend's), runs a first pass on a new store
+// and measures a second one: neither has anything to do.
+func historyPassBlocks(t *testing.T, n int) (blocks, statements int, worst string) {
+	o := newOps(t)
+	o.clock.Add(100 * day)
+	fill := open(t, o.url, Options{Now: o.clock.Now})
+	if err := fill.FillHistory(o.ctx, hookwarden.History{Claims: n, Payloads: n / 10, Body: 64}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fill.Close()
+	opt := hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 30 * day, Claims: 90 * day}}
+	for range 2 {
+		trace := &statementLog{}
+		measured := open(t, o.url, Options{Now: o.clock.Now, tracer: trace})
+		res, err := measured.Prune(o.ctx, opt)
+		if err != nil || res.PayloadsPruned != 0 || res.EventsDeleted != 0 || res.HeldDead != 0 {
+			t.Fatalf("a pass over the history: %+v %v, want nothing to do", res, err)
+		}
+		measured.Close()
+		blocks, worst = o.blocks(trace.list)
+		statements = len(trace.list)
+	}
+	return blocks, statements, worst
+}
+
+// TestPruneIdleHistoryPassFlat: a pass with nothing to do reads as many
+// pages over the benchmark's history of 200,000 claims as over one of
+// 10,000: the held counts read prune_held (not every dead letter's event)
+// and the fold of the count rows finds the unfolded shards on their
+// partial indexes (not by reading every hour's counts).
+func TestPruneIdleHistoryPassFlat(t *testing.T) {
+	t.Parallel()
+	small, _, _ := historyPassBlocks(t, 10000)
+	large, statements, worst := historyPassBlocks(t, 200000)
+	t.Logf("idle pass: %d pages over 10,000 claims, %d over 200,000, in %d statements (most: %s)", small, large, statements, worst)
+	if large > small+statements {
+		t.Fatalf("idle pass over 200,000 claims read %d pages, over 10,000 %d: its cost grows with the history (most: %s)",
+			large, small, worst)
+	}
+}
+
 // TestDuplicateMeetsClaimsPrune: a copy of an old event whose claim the
 // claims tier deletes between the copy's claim (a duplicate) and its
 // receipt (which references the claim) is not a 503: Record runs again

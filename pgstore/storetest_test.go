@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/pgtest"
 	"github.com/hookwarden/hookwarden/storetest"
 	"github.com/jackc/pgx/v5"
@@ -20,6 +21,9 @@ func TestConformance(t *testing.T) {
 		RefuseJobs: refuseJobs,
 		FullCount: func(t *testing.T, s storetest.Store, now time.Time) (storetest.Stats, map[string][]storetest.HourCount) {
 			return fullCount(t, s.(*Store), now)
+		},
+		FillHistory: func(t *testing.T, s storetest.Store, h hookwarden.History) error {
+			return s.(*Store).FillHistory(context.Background(), h, nil)
 		},
 	})
 }

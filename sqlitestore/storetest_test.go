@@ -24,6 +24,9 @@ func TestConformance(t *testing.T) {
 		},
 		RefuseJobs: refuseJobs,
 		FullCount:  fullCount,
+		FillHistory: func(t *testing.T, s storetest.Store, h hookwarden.History) error {
+			return s.(*sqlitestore.Store).FillHistory(context.Background(), h, nil)
+		},
 	})
 }
 

@@ -55,6 +55,9 @@ type Harness struct {
 	// A store that deletes rows keeps what they counted its own way (in
 	// pruned_totals, say), and FullCount adds that. Nil skips the subtest.
 	FullCount func(t *testing.T, s Store, now time.Time) (Stats, map[string][]HourCount)
+	// FillHistory writes h into s, empty, through the store's bulk path
+	// (the benchmark's history phase). Nil skips that subtest.
+	FillHistory func(t *testing.T, s Store, h hookwarden.History) error
 }
 
 // Run runs every check of the contract against stores opened by h.
@@ -111,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 		{"Health/LastWrite", testHealth},
 		{"Backfill/Recorded", testBackfillRecorded},
 		{"Backfill/Runs", testBackfillRuns},
+		{"FillHistory", testFillHistory},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
