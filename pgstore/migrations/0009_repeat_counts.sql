@@ -1,4 +1,4 @@
--- Hookwarden PostgreSQL schema: repeat receipts counted once per
+-- Hookwarden PostgreSQL schema, version 9: repeat receipts counted once per
 -- statement. Record's batches (pgstore/batch.go) insert the repeats of
 -- many requests in one statement; counted per row, each repeat ran two
 -- upserts of its own (and left a dead version of its count rows behind

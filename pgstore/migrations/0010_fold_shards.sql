@@ -1,4 +1,4 @@
--- Hookwarden PostgreSQL schema, version 9: an idle prune's fold of the
+-- Hookwarden PostgreSQL schema, version 10: an idle prune's fold of the
 -- count rows (hw_fold_counts, version 7) reads what it folds, not the
 -- counts (issue 18).
 --
