@@ -11,10 +11,14 @@ package pgstore
 // savepoints, tried before (docs/performance.md), saved only BEGIN and COMMIT.
 //
 // A batch never costs a member a promise:
-//   - a member the batch did not claim (a duplicate, a body key held by
-//     another id, an id or a body repeated within the batch) is recorded by
-//     its caller on a transaction of its own, by the general path, after the
-//     batch committed: the batch wrote for it at most its body key, as the
+//   - a repeat of an id claimed before gets its duplicate or divergent
+//     receipt from a second statement of the batch (repeatSQL), by the
+//     general path's rules;
+//   - any other member the batch did not claim (a body key held by another
+//     id, a repeat with the body replay check or from a backfill, an id or
+//     a body repeated within the batch) is recorded by its caller on a
+//     transaction of its own, by the general path, after the batch
+//     committed: the batch wrote for it at most its body key, as the
 //     one-statement path does;
 //   - anything that fails before COMMIT leaves nothing committed, and every
 //     member then runs on its own (as sqlitestore retries a failed batch op
@@ -160,8 +164,8 @@ type member struct {
 	caps   []int32
 }
 
-// commit records group's members that are new events in one transaction
-// and one statement; the others are left to their callers.
+// commit records group's new events and repeats in one transaction; the
+// other members are left to their callers.
 func (b *batching) commit(group []*batchCall) {
 	// The earliest deadline of the members (Record bounds each call);
 	// members out of time already are answered at once.
