@@ -154,7 +154,13 @@ func (s *Store) ListEvents(ctx context.Context, f hookwarden.EventFilter) (items
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	err = s.snapshot(ctx, func(tx pgx.Tx) error {
-		if byPairs(f) {
+		if f.Status == hookwarden.StatusDead || f.Status == hookwarden.StatusPending {
+			ids, err := listByJobs(ctx, tx, f, limit)
+			if err != nil {
+				return err
+			}
+			q, args = summariesSQL, []any{ids}
+		} else if byPairs(f) {
 			pairs, err := typePairs(ctx, tx, f)
 			if err != nil {
 				return err
@@ -216,13 +222,8 @@ func filterConds(w *where, f hookwarden.EventFilter) error {
 		w.add("e.id < " + w.arg(f.Cursor))
 	}
 	switch f.Status {
-	case hookwarden.StatusDead:
-		// Semi-joins on the partial indexes of dead and pending jobs: as
-		// large as the dead letters or the backlog, not the history.
-		w.add("e.id IN (SELECT event_ref FROM jobs WHERE state = 'dead')")
-	case hookwarden.StatusPending:
-		w.add("e.id IN (SELECT event_ref FROM jobs WHERE state = 'pending')")
-		w.add("NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')")
+	case hookwarden.StatusDead, hookwarden.StatusPending:
+		// listByJobs walks their jobs; jobsChunkSQL adds the rest.
 	case hookwarden.StatusDelivered:
 		w.add("NOT EXISTS (SELECT 1 FROM jobs WHERE event_ref = e.id AND state <> 'delivered')")
 	case "":
@@ -261,6 +262,100 @@ func eventsQuery(f hookwarden.EventFilter) (q string, args []any, limit int, err
 	q = "SELECT " + eventColumns + " FROM " + eventFrom + " WHERE e.id = ANY (ARRAY(SELECT e.id FROM events e" + w.String() +
 		" ORDER BY e.id DESC LIMIT " + w.arg(limit+1) + ")) ORDER BY e.id DESC"
 	return q, w.args, limit, nil
+}
+
+// jobsChunkSQL reads, for --status dead or pending (status), the next
+// chunk of the backlog's (or the dead letters') jobs newest event first:
+// at most $3 of them with event_ref below $1 and from $2 on, on
+// jobs_pending_event or jobs_dead_event (schema 11). It returns how many it
+// read, the least event_ref among them (where the next chunk starts), and
+// the ids of their events that the rest of the filter keeps, newest first:
+// source $4, type $5 (a prefix with $6), claimed at or after $7, and, for
+// pending, no job dead. The events are probed by id (= ANY of an array),
+// never joined by a plan that reads the filter's matches first.
+func jobsChunkSQL(status hookwarden.EventStatus) string {
+	state, also := "dead", ""
+	if status == hookwarden.StatusPending {
+		// A count, not NOT EXISTS: a subplan probes each event's jobs; an
+		// anti-join may rescan the dead letters' index for every event.
+		state, also = "pending", " AND (SELECT count(*) FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead') = 0"
+	}
+	return `WITH c AS MATERIALIZED (SELECT event_ref FROM jobs WHERE state = '` + state + `' AND event_ref < $1 AND event_ref >= $2
+	ORDER BY event_ref DESC LIMIT $3)
+SELECT (SELECT count(*) FROM c), (SELECT COALESCE(min(event_ref), 0) FROM c),
+	ARRAY(SELECT e.id FROM events e WHERE e.id = ANY (ARRAY(SELECT DISTINCT event_ref FROM c))
+		AND ($4::text IS NULL OR e.source = $4)
+		AND ($5::text IS NULL OR (CASE WHEN $6 THEN starts_with(e.event_type, $5) ELSE e.event_type = $5 END))
+		AND ($7::timestamptz IS NULL OR e.claimed_at >= $7)` + also + `
+		ORDER BY e.id DESC)`
+}
+
+// maxJobsChunk bounds a chunk of listByJobs' walk.
+const maxJobsChunk = 4096
+
+// jobsWalk is where listByJobs' walk is: the chunk's bounds (hi, lo) and
+// the rest of the filter, as jobsChunkSQL's parameters.
+type jobsWalk struct {
+	hi, lo      int64
+	source, typ *string
+	prefix      bool
+	since       *time.Time
+}
+
+// newJobsWalk starts f's walk below its cursor, from --since's first id.
+func newJobsWalk(ctx context.Context, tx pgx.Tx, f hookwarden.EventFilter) (*jobsWalk, error) {
+	w := &jobsWalk{hi: 1<<63 - 1}
+	if f.Cursor > 0 {
+		w.hi = f.Cursor
+	}
+	if f.Source != "" {
+		w.source = &f.Source
+	}
+	if f.Type != "" {
+		p, ok := strings.CutSuffix(f.Type, "*")
+		w.typ, w.prefix = &p, ok
+	}
+	if !f.Since.IsZero() {
+		at := f.Since.UTC()
+		w.since = &at
+		if err := tx.QueryRow(ctx, sinceRefSQL, at).Scan(&w.lo); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// args are jobsChunkSQL's parameters for a chunk of n jobs.
+func (w *jobsWalk) args(n int) []any {
+	return []any{w.hi, w.lo, n, w.source, w.typ, w.prefix, w.since}
+}
+
+// listByJobs lists the ids of f's page (limit+1 of them) for --status
+// dead or pending: it walks those jobs newest event first in chunks
+// (jobsChunkSQL), each twice the last up to maxJobsChunk, until the page is
+// full or the jobs run out. A page reads its own jobs plus those of the
+// events the filter skips: the backlog or the dead letters at most, never
+// the history, whatever the statistics say.
+func listByJobs(ctx context.Context, tx pgx.Tx, f hookwarden.EventFilter, limit int) ([]int64, error) {
+	w, err := newJobsWalk(ctx, tx, f)
+	if err != nil {
+		return nil, err
+	}
+	q := jobsChunkSQL(f.Status)
+	var ids []int64
+	for chunk := limit + 1; len(ids) <= limit; chunk = min(2*chunk, maxJobsChunk) {
+		var read, least int64
+		var got []int64
+		if err := tx.QueryRow(ctx, q, w.args(chunk)...).Scan(&read, &least, &got); err != nil {
+			return nil, err
+		}
+		ids = append(ids, got...)
+		if read < int64(chunk) {
+			break
+		}
+		w.hi = least
+	}
+	return ids[:min(len(ids), limit+1)], nil
 }
 
 // pairListSQL reads the newest ids of one (source, type) pair ($1, $2)
