@@ -126,6 +126,13 @@ type FlowInspector interface {
 	Destinations(ctx context.Context, names []string) ([]DestinationState, error)
 }
 
+// PauseInspector reads only whether each destination is paused, in order:
+// one flow row each, without Destinations' counts of the outbox, for a
+// reader that polls (the metrics refresh, every 2 s on every instance).
+type PauseInspector interface {
+	Paused(ctx context.Context, names []string) ([]bool, error)
+}
+
 // WaitingDue is the due time of a keyed job waiting behind its key's
 // head: far beyond any real time, so no lease takes it until the head is
 // finished (delivered or dead) and the store makes the next one due.

@@ -462,6 +462,21 @@ func (s *Store) setPause(ctx context.Context, dest, action string, audit *hookwa
 	return changed, nil
 }
 
+// Paused reads whether each destination named is paused: one flow row each.
+func (s *Store) Paused(ctx context.Context, names []string) ([]bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out := make([]bool, len(names))
+	for i, name := range names {
+		f, _, err := s.readFlow(ctx, s.pool, name, false)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = f.pause != nil
+	}
+	return out, nil
+}
+
 // Destinations reads the flow state of each destination named.
 func (s *Store) Destinations(ctx context.Context, names []string) ([]hookwarden.DestinationState, error) {
 	ctx, cancel := s.bound(ctx)

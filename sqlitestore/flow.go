@@ -427,6 +427,19 @@ func (s *Store) setPause(ctx context.Context, dest, action string, audit *hookwa
 	return changed, err
 }
 
+// Paused reads whether each destination named is paused: one flow row each.
+func (s *Store) Paused(ctx context.Context, names []string) ([]bool, error) {
+	out := make([]bool, len(names))
+	for i, name := range names {
+		f, err := s.readFlow(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = f.pause.Valid
+	}
+	return out, nil
+}
+
 // Destinations reads the flow state of each destination named: its pause,
 // failure streak and next probe, its pending and in-flight jobs (the
 // partial index on pending jobs keeps this to the outbox) and its blocked

@@ -27,6 +27,14 @@ func (f *fixture) destState(dest string) hookwarden.DestinationState {
 	if err != nil || len(st) != 1 {
 		f.t.Fatalf("destinations %s: %+v %v", dest, st, err)
 	}
+	// The metrics' cheap read of the pause agrees with it.
+	pi, ok := f.s.(hookwarden.PauseInspector)
+	if !ok {
+		f.t.Fatalf("the store has no Paused (hookwarden.PauseInspector)")
+	}
+	if p, err := pi.Paused(f.ctx, []string{dest, "std/never-touched"}); err != nil || len(p) != 2 || p[0] != st[0].Paused || p[1] {
+		f.t.Fatalf("Paused(%s, std/never-touched) = %v, %v; Destinations says paused %v", dest, p, err, st[0].Paused)
+	}
 	return st[0]
 }
 

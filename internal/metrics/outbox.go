@@ -65,7 +65,21 @@ func (c *outboxCollector) refresh(ctx context.Context) {
 		return
 	}
 	var paused []hookwarden.DestinationState
-	if fr, ok := c.r.(FlowReader); ok {
+	if pr, ok := c.r.(hookwarden.PauseInspector); ok {
+		// The pause only: Destinations also counts each destination's
+		// backlog, a walk of it on every refresh.
+		ps, err := pr.Paused(ctx, dests)
+		if err != nil {
+			if c.log != nil && ctx.Err() == nil {
+				c.log.Error("read destination flow metrics", "err", err)
+			}
+			return
+		}
+		paused = make([]hookwarden.DestinationState, len(ps))
+		for i, p := range ps {
+			paused[i] = hookwarden.DestinationState{Destination: dests[i], Paused: p}
+		}
+	} else if fr, ok := c.r.(FlowReader); ok {
 		if paused, err = fr.Destinations(ctx, dests); err != nil {
 			if c.log != nil && ctx.Err() == nil {
 				c.log.Error("read destination flow metrics", "err", err)
