@@ -29,12 +29,14 @@ func deadWhere(f hookwarden.DeadFilter) ([]string, []any) {
 
 // deadListSQL is ListDead's query. INDEXED BY: for ORDER BY j.id the
 // planner would walk every job of the history newest first looking for the
-// dead ones; the partial index holds only those (the backlog), sorted after.
+// dead ones; jobs_dead_id (schema 13) holds only those, in that order, so a
+// page looks up its own events and stops (jobs_dead, by destination and
+// time, read every letter and sorted them).
 func deadListSQL(where []string) string {
 	return `
 SELECT j.id, e.source, e.event_id, e.event_type, j.destination, j.attempts, j.dead_count, COALESCE(j.last_error, ''),
 	j.finished_at, e.claimed_at
-FROM jobs j INDEXED BY jobs_dead JOIN events e ON e.id = j.event_ref
+FROM jobs j INDEXED BY jobs_dead_id CROSS JOIN events e ON e.id = j.event_ref
 WHERE ` + strings.Join(where, " AND ") + ` ORDER BY j.id DESC LIMIT ?`
 }
 

@@ -216,18 +216,19 @@ func listByJobs(ctx context.Context, tx *sql.Tx, f hookwarden.EventFilter, where
 // jobsListSQL is listByJobs' query, with the filter's other conditions.
 func jobsListSQL(status hookwarden.EventStatus, where []string) string {
 	// INDEXED BY: left alone, the planner reads DISTINCT event_ref in
-	// order from jobs_event, every job of the history.
-	q := `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_dead WHERE state = 'dead') bk
-	CROSS JOIN events e ON e.id = bk.ref`
-	if status == hookwarden.StatusPending {
-		q = `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_due WHERE state = 'pending') bk
-	CROSS JOIN events e ON e.id = bk.ref`
-		where = append(where, "NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')")
+	// order from jobs_event, every job of the history. The dead letters
+	// are walked newest event first on jobs_dead_event (schema 13): the
+	// page's events are looked up and the walk stops. Pending jobs have no
+	// such index (it would cost every acknowledgement an entry): their
+	// events are read from jobs_due and sorted, the backlog's size.
+	if status != hookwarden.StatusPending {
+		return `SELECT DISTINCT j.event_ref FROM jobs j INDEXED BY jobs_dead_event CROSS JOIN events e ON e.id = j.event_ref
+	WHERE ` + strings.Join(append([]string{"j.state = 'dead'"}, where...), " AND ") + " ORDER BY j.event_ref DESC LIMIT ?"
 	}
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	return q + " ORDER BY e.id DESC LIMIT ?"
+	q := `SELECT e.id FROM (SELECT DISTINCT event_ref AS ref FROM jobs INDEXED BY jobs_due WHERE state = 'pending') bk
+	CROSS JOIN events e ON e.id = bk.ref`
+	where = append(where, "NOT EXISTS (SELECT 1 FROM jobs d WHERE d.event_ref = e.id AND d.state = 'dead')")
+	return q + " WHERE " + strings.Join(where, " AND ") + " ORDER BY e.id DESC LIMIT ?"
 }
 
 // maxTypePairs bounds the (source, type) pairs listByType merges; a file
