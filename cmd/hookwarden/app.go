@@ -206,6 +206,10 @@ func (a *App) Open(ctx context.Context) (err error) {
 	go a.pruneLoop(bg) // loops.go: retention, hourly, in small batches
 	a.wg.Add(1)
 	go a.autoBackfill(bg) // backfillserve.go: outage windows found at start
+	if w, ok := a.Store.(claimWarmer); ok {
+		a.wg.Add(1)
+		go a.warmClaims(bg, w)
+	}
 	a.log.Info("hookwarden serving", "receiver", a.hookLn.Addr().String(), "admin", a.adminLn.Addr().String(),
 		"database", a.Store.Path(), "sources", len(sources), "destinations", len(wdests), "version", versionString())
 	return nil

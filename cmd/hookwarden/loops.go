@@ -50,6 +50,28 @@ func (a *App) heartbeat(ctx context.Context) {
 	}
 }
 
+// claimWarmer reads a store's claim index into the page cache
+// (sqlitestore.Store.WarmClaims).
+type claimWarmer interface {
+	WarmClaims(ctx context.Context) (int64, error)
+}
+
+// warmClaims reads the claim index once at start, beside the traffic: after
+// a reboot, claims with random ids would each wait on a read from the disk
+// until it is cached.
+func (a *App) warmClaims(ctx context.Context, w claimWarmer) {
+	defer a.wg.Done()
+	t := time.Now()
+	n, err := w.WarmClaims(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("claim index not warmed", "err", err)
+		}
+		return
+	}
+	a.log.Info("claim index read into the page cache", "claims", n, "seconds", time.Since(t).Seconds())
+}
+
 // outboxLoop refreshes the outbox gauges' snapshot every outboxRefresh.
 func (a *App) outboxLoop(ctx context.Context) {
 	defer a.wg.Done()
