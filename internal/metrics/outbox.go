@@ -24,15 +24,8 @@ type outboxCollector struct {
 	maxStale  time.Duration // a snapshot older than this is not served
 	dests     []string
 	stats     []hookwarden.OutboxStat
-	paused    []hookwarden.DestinationState // when r is a FlowReader
+	paused    map[string]bool // when r is a hookwarden.PauseInspector
 	refreshed time.Time
-}
-
-// FlowReader reads the destinations' flow state (hookwarden.FlowInspector),
-// behind hookwarden_destination_paused. An OutboxReader that is one gets
-// the gauge.
-type FlowReader interface {
-	Destinations(ctx context.Context, names []string) ([]hookwarden.DestinationState, error)
 }
 
 var (
@@ -64,10 +57,10 @@ func (c *outboxCollector) refresh(ctx context.Context) {
 		}
 		return
 	}
-	var paused []hookwarden.DestinationState
+	// An OutboxReader that reads pauses gets hookwarden_destination_paused:
+	// the flow row only (Destinations would also count each backlog).
+	var paused map[string]bool
 	if pr, ok := c.r.(hookwarden.PauseInspector); ok {
-		// The pause only: Destinations also counts each destination's
-		// backlog, a walk of it on every refresh.
 		ps, err := pr.Paused(ctx, dests)
 		if err != nil {
 			if c.log != nil && ctx.Err() == nil {
@@ -75,16 +68,9 @@ func (c *outboxCollector) refresh(ctx context.Context) {
 			}
 			return
 		}
-		paused = make([]hookwarden.DestinationState, len(ps))
+		paused = make(map[string]bool, len(ps))
 		for i, p := range ps {
-			paused[i] = hookwarden.DestinationState{Destination: dests[i], Paused: p}
-		}
-	} else if fr, ok := c.r.(FlowReader); ok {
-		if paused, err = fr.Destinations(ctx, dests); err != nil {
-			if c.log != nil && ctx.Err() == nil {
-				c.log.Error("read destination flow metrics", "err", err)
-			}
-			return
+			paused[dests[i]] = p
 		}
 	}
 	c.mu.Lock()
@@ -139,11 +125,11 @@ func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age.Seconds(), s.Destination)
 		ch <- prometheus.MustNewConstMetric(deadDesc, prometheus.GaugeValue, float64(s.Dead), s.Destination)
 	}
-	for _, d := range paused {
+	for dest, p := range paused {
 		v := 0.0
-		if d.Paused {
+		if p {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, v, d.Destination)
+		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, v, dest)
 	}
 }
