@@ -51,7 +51,8 @@ func (a *App) heartbeat(ctx context.Context) {
 }
 
 // claimWarmer reads a store's claim index into the page cache
-// (sqlitestore.Store.WarmClaims).
+// (sqlitestore.Store.WarmClaims) or the server's buffers
+// (pgstore.Store.WarmClaims).
 type claimWarmer interface {
 	WarmClaims(ctx context.Context) (int64, error)
 }
