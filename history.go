@@ -1,6 +1,9 @@
 package hookwarden
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // History describes the synthetic history the benchmark's history phase
 // (make bench) builds in bulk, through a store's own tables, so that a
@@ -72,4 +75,14 @@ func (h History) Layout(now time.Time) HistoryLayout {
 	}
 	l.FoldStep, l.PayStep = step(l.FoldStart, l.PayStart, l.Folded), step(l.PayStart, end, h.Payloads)
 	return l
+}
+
+// HistoryEventID is the event id the stores' bulk history gives claim i:
+// eight hex digits in no order, (i × 2654435761) mod 4294967291, as a
+// UUID's random lead (GitHub's and Shopify's ids) spreads new claims over
+// the whole claim index; then a dash and i, which keeps the ids unique.
+// sqlitestore and pgstore write the same in SQL (their historyRows).
+func HistoryEventID(i int) string {
+	x := strconv.FormatUint(uint64(i)*2654435761%4294967291, 16)
+	return "00000000"[len(x):] + x + "-" + strconv.Itoa(i)
 }

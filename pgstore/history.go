@@ -25,10 +25,14 @@ const historyChunk = 2000
 // historyWorkers is how many transactions FillHistory runs at once.
 const historyWorkers = 4
 
-// historyRows generates claims $1 to $2: id i, its source ($3 most), type
-// and claim time (Unix seconds $4 + trunc((i - $5) * $6)).
+// historyRows generates claims $1 to $2: id i, its source ($3 most), its
+// event id (eid: eight hex digits in no order, so that the claims land all
+// over the claim index as UUIDs do, then i for uniqueness; sqlitestore
+// writes the same ids), type and
+// claim time (Unix seconds $4 + trunc((i - $5) * $6)).
 const historyRows = `WITH g AS (SELECT i,
 	CASE WHEN i % 1000 = 0 THEN 'rare' WHEN i % 4 = 1 THEN 'other' ELSE $3::text END AS source,
+	lpad(to_hex((i * 2654435761) % 4294967291), 8, '0') || '-' || i AS eid,
 	CASE WHEN i % 5000 = 7 THEN 'rare.type' ELSE 'type.' || (i % 20) END AS type,
 	to_timestamp($4::bigint + trunc((i - $5::bigint) * $6::float8)) AS at
 	FROM generate_series($1::bigint, $2::bigint) AS i)
@@ -139,7 +143,7 @@ func fillFolded(ctx context.Context, tx pgx.Tx, h hookwarden.History, lo, hi int
 	args := []any{lo, hi, h.Source, t0, 1, step, prunedAt}
 	if _, err := tx.Exec(ctx, historyRows+`
 INSERT INTO events (id, source, event_id, event_type, claimed_at, body_sha256, pruned_at, receipts, jobs, attempts, last_received_at, delivered_at)
-SELECT i, source, 'hist_' || i, type, at, '', $7, 1, 1, 1, at, at FROM g`, args...); err != nil {
+SELECT i, source, eid, type, at, '', $7, 1, 1, 1, at, at FROM g`, args...); err != nil {
 		return fmt.Errorf("folded claims: %w", err)
 	}
 	_, err := tx.Exec(ctx, historyRows+`
@@ -164,15 +168,15 @@ func fillPayloads(ctx context.Context, tx pgx.Tx, h hookwarden.History, lo, hi, 
 	args := []any{lo, hi, h.Source, t0, first, step, h.Body}
 	for _, q := range []string{
 		historyRows + `INSERT INTO events (id, source, event_id, event_type, claimed_at, body_sha256)
-SELECT i, source, 'hist_' || i, type, at, sha256(int8send(i)) FROM g WHERE $7::int > 0`,
+SELECT i, source, eid, type, at, sha256(int8send(i)) FROM g WHERE $7::int > 0`,
 		// A body that does not compress: hashes of the claim and a counter.
 		historyRows + `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
 SELECT 2 * i, source, i, 'accepted', at, '127.0.0.1:40000',
-	'Content-Type: application/json' || chr(10) || 'Webhook-Id: hist_' || i || chr(10),
+	'Content-Type: application/json' || chr(10) || 'Webhook-Id: ' || eid || chr(10),
 	substring((SELECT string_agg(sha256(int8send(i * 4096 + k)), '') FROM generate_series(0, $7::int / 32) AS k) FROM 1 FOR $7::int),
 	'' FROM g`,
 		historyRows + `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
-SELECT 2 * i + 1, source, i, 'duplicate', at, '127.0.0.1:40000', 'Webhook-Id: hist_' || i || chr(10), NULL, ''
+SELECT 2 * i + 1, source, i, 'duplicate', at, '127.0.0.1:40000', 'Webhook-Id: ' || eid || chr(10), NULL, ''
 FROM g WHERE i % 5 = 0 AND $7::int > 0`,
 		historyRows + `INSERT INTO jobs (id, event_ref, destination, state, attempts, dead_count, next_at, created_at, finished_at, last_error)
 SELECT i, i, source || '/app', CASE WHEN i % 1000 = 3 THEN 'dead' ELSE 'delivered' END, 1, (i % 1000 = 3)::int, at, at, at,

@@ -63,10 +63,14 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 }
 
 // historyRows are the generated columns shared by both kinds of claims: id
-// i, its source, type and claim time (Unix seconds t0 + (i-lo) * step).
+// i, its source, its event id (eid: eight hex digits in no order, i times a
+// constant modulo a prime, so that like GitHub's and Shopify's UUIDs the
+// claims land all over the claim index, then i for uniqueness), type and
+// claim time (Unix seconds t0 + (i-lo) * step).
 const historyRows = `WITH RECURSIVE c(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM c WHERE i < ?2),
 g AS (SELECT i,
 	CASE WHEN i % 1000 = 0 THEN 'rare' WHEN i % 4 = 1 THEN 'other' ELSE ?3 END AS source,
+	printf('%08x', (i * 2654435761) % 4294967291) || '-' || i AS eid,
 	CASE WHEN i % 5000 = 7 THEN 'rare.type' ELSE 'type.' || (i % 20) END AS type,
 	strftime('%Y-%m-%dT%H:%M:%S.000000Z', ?4 + CAST((i - ?5) * ?6 AS INTEGER), 'unixepoch') AS at
 	FROM c)
@@ -75,7 +79,7 @@ g AS (SELECT i,
 func fillFolded(ctx context.Context, tx *sql.Tx, h hookwarden.History, lo, hi int, t0 int64, step float64, prunedAt string) error {
 	if _, err := tx.ExecContext(ctx, historyRows+`
 INSERT INTO events (id, source, event_id, event_type, claimed_at, body_sha256, pruned_at, receipts, jobs, attempts, last_received_at, delivered_at)
-SELECT i, source, 'hist_' || i, type, at, x'', ?7, 1, 1, 1, at, at FROM g`, lo, hi, h.Source, t0, 1, step, prunedAt); err != nil {
+SELECT i, source, eid, type, at, x'', ?7, 1, 1, 1, at, at FROM g`, lo, hi, h.Source, t0, 1, step, prunedAt); err != nil {
 		return fmt.Errorf("folded claims: %w", err)
 	}
 	// What retention removed: their deliveries, and the last request.
@@ -99,12 +103,12 @@ func fillPayloads(ctx context.Context, tx *sql.Tx, h hookwarden.History, lo, hi,
 	args := []any{lo, hi, h.Source, t0, first + 1, step, h.Body}
 	for _, q := range []string{
 		historyRows + `INSERT INTO events (id, source, event_id, event_type, claimed_at, body_sha256)
-SELECT i, source, 'hist_' || i, type, at, randomblob(32) FROM g WHERE ?7 > 0`,
+SELECT i, source, eid, type, at, randomblob(32) FROM g WHERE ?7 > 0`,
 		historyRows + `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
 SELECT 2 * i, source, i, 'accepted', at, '127.0.0.1:40000',
-	'Content-Type: application/json' || char(10) || 'Webhook-Id: hist_' || i || char(10), randomblob(?7), x'' FROM g`,
+	'Content-Type: application/json' || char(10) || 'Webhook-Id: ' || eid || char(10), randomblob(?7), x'' FROM g`,
 		historyRows + `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256)
-SELECT 2 * i + 1, source, i, 'duplicate', at, '127.0.0.1:40000', 'Webhook-Id: hist_' || i || char(10), NULL, x'' FROM g WHERE i % 5 = 0 AND ?7 > 0`,
+SELECT 2 * i + 1, source, i, 'duplicate', at, '127.0.0.1:40000', 'Webhook-Id: ' || eid || char(10), NULL, x'' FROM g WHERE i % 5 = 0 AND ?7 > 0`,
 		historyRows + `INSERT INTO jobs (id, event_ref, destination, state, attempts, dead_count, next_at, created_at, finished_at, last_error)
 SELECT i, i, source || '/app', CASE WHEN i % 1000 = 3 THEN 'dead' ELSE 'delivered' END, 1, i % 1000 = 3, at, at, at,
 	CASE WHEN i % 1000 = 3 THEN 'HTTP 422' END FROM g WHERE ?7 > 0`,

@@ -50,8 +50,11 @@ func testFillHistory(t *testing.T, h Harness) {
 	if items, _, err := f.s.ListEvents(f.ctx, hookwarden.EventFilter{Status: hookwarden.StatusDead}); err != nil || len(items) != 10 {
 		t.Fatalf("dead events: %d %v", len(items), err)
 	}
-	if d := f.show("bench", "hist_49998"); len(d.ReceiptLog) != 1 || len(d.ReceiptLog[0].Body) != 64 || d.Status != hookwarden.StatusDelivered {
+	if d := f.show("bench", hookwarden.HistoryEventID(49998)); len(d.ReceiptLog) != 1 || len(d.ReceiptLog[0].Body) != 64 || d.Status != hookwarden.StatusDelivered {
 		t.Fatalf("show a payload event: %+v", d)
+	}
+	if d := f.show("bench", hookwarden.HistoryEventID(6)); d.Ref != 6 || d.EventID != hookwarden.HistoryEventID(6) {
+		t.Fatalf("show a folded event: %+v", d)
 	}
 	res := f.prune(PruneOptions{Retention: hookwarden.Retention{Payloads: 30 * 24 * time.Hour, Claims: 90 * 24 * time.Hour}})
 	if res.PayloadsPruned != 0 || res.EventsDeleted != 0 || res.HeldDead != 0 {

@@ -65,7 +65,7 @@ func (b *bench) loadOnly(ctx context.Context, st historyStore) (loadResult, erro
 		return loadResult{}, err
 	}
 	res := runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: 64, Warmup: o.warmup, Duration: o.duration,
-		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.gen(o.body)})
+		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.spreadGen(o.body)})
 	b.sink.releaseAll()
 	err = s.stop()
 	b.sink.rehold()
@@ -251,7 +251,7 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	b.printReads(h)
 
 	spec := loadSpec{Path: "/hooks/bench", Conns: 64, Duration: 10 * time.Second,
-		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.gen(o.body)}
+		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.spreadGen(o.body)}
 	r := &restartRun{}
 	// First a restart with the page cache kept (the process's own start:
 	// its pool, its first statements), to tell that apart from the cold
@@ -333,7 +333,7 @@ func (b *bench) measureStore(ctx context.Context, st historyStore, label string)
 	}()
 	run := &storeRun{Reads: map[string]readStat{}}
 	run.Load = runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: 64, Warmup: o.warmup, Duration: o.duration,
-		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.gen(o.body)})
+		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.spreadGen(o.body)})
 	b.printf("  %-8s load: %s\n", label, run.Load)
 	cfg := filepath.Join(dir, "config.yaml")
 	web := func(path string) func() error {

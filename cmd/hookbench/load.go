@@ -85,6 +85,11 @@ type generator struct {
 	// stripe makes the body a Stripe-like invoice.paid event (filter.go)
 	// instead of a bench.event.
 	stripe bool
+	// spread leads each id with eight hex digits in no order, as a UUID
+	// does (GitHub's, Shopify's): each claim lands on a random leaf of the
+	// claim index, among the history's (hookwarden.HistoryEventID), not
+	// after the newest.
+	spread bool
 }
 
 const idDigits = 10
@@ -101,12 +106,27 @@ func (g *generator) newID() uint64 { return g.next.Add(1) }
 
 // appendID writes the text form of event n.
 func (g *generator) appendID(b []byte, n uint64) []byte {
+	if g.spread {
+		var lead [8]byte
+		x := mix32(n)
+		for i := range lead {
+			lead[7-i] = "0123456789abcdef"[x>>(4*i)&15]
+		}
+		b = append(append(b, lead[:]...), '-')
+	}
 	b = append(b, g.prefix...)
 	s := strconv.FormatUint(n, 10)
 	for range idDigits - len(s) {
 		b = append(b, '0')
 	}
 	return append(b, s...)
+}
+
+// mix32 scrambles n (the finalizer of splitmix64), for spread ids.
+func mix32(n uint64) uint32 {
+	n = (n ^ n>>30) * 0xbf58476d1ce4e5b9
+	n = (n ^ n>>27) * 0x94d049bb133111eb
+	return uint32(n ^ n>>31)
 }
 
 // conn is one load connection with its reusable buffers.

@@ -200,6 +200,8 @@ type bench struct {
 	key    []byte
 	sink   *sink
 	gens   map[int]*generator
+	// spreadGens are the history phase's (spreadGen).
+	spreadGens map[int]*generator
 	// stripeGen makes the filter phase's Stripe-like events.
 	stripeGen *generator
 	rep       *report
@@ -225,7 +227,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	key := make([]byte, 32)
 	rand.Read(key)
 	b := &bench{o: o, out: stdout, secret: "whsec_" + base64.StdEncoding.EncodeToString(key), key: key,
-		gens: map[int]*generator{}}
+		gens: map[int]*generator{}, spreadGens: map[int]*generator{}}
 	if b.sink, err = startSink(); err != nil {
 		return err
 	}
@@ -280,6 +282,17 @@ func (b *bench) gen(size int) *generator {
 		b.gens[size] = newGenerator(b.key, size)
 	}
 	return b.gens[size]
+}
+
+// spreadGen is gen's spread twin (generator.spread: ids in no order), for
+// the history phase. Its ids never meet gen's nor the history's: they
+// lead with the hex digits and a dash, then the run's msg_ prefix.
+func (b *bench) spreadGen(size int) *generator {
+	if b.spreadGens[size] == nil {
+		b.spreadGens[size] = newGenerator(b.key, size)
+		b.spreadGens[size].spread = true
+	}
+	return b.spreadGens[size]
 }
 
 // dir returns a fresh work directory for one hookwarden process.
