@@ -163,7 +163,7 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	if cluster != nil {
 		h.Store = "postgres"
 	}
-	b.printf("\n== history (%s): a fresh store against one of %d claims (%d with payloads); 64 conns for %s each\n",
+	b.printf("\n== history (%s): a fresh store against one of %d claims (%d with payloads); ids in no order (as UUIDs); 64 conns for %s each\n",
 		h.Store, h.Claims, h.Payloads, o.duration)
 
 	fresh, err := newStore("history-fresh-" + h.Store)
