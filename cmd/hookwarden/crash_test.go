@@ -60,6 +60,7 @@ type child struct {
 	cfg       string
 	hook, adm string
 	cmd       *exec.Cmd
+	log       *lockedBuffer // startLogged's: shown when it never becomes ready
 }
 
 func newChild(t *testing.T, destURL string) *child {

@@ -131,22 +131,27 @@ func (c *child) startLogged(log *lockedBuffer) {
 	c.t.Helper()
 	c.cmd = exec.Command(binPath, "serve", "--config", c.cfg)
 	c.cmd.Stdout, c.cmd.Stderr = io.Discard, log
+	c.log = log
 	if err := c.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
-// ready waits for /readyz.
+// ready waits for /readyz; when it never comes, the failure shows the
+// process's log (an exit at start, a port taken, a lock never granted).
 func (c *child) ready() {
 	c.t.Helper()
-	waitFor(c.t, "serve to be ready", func() bool {
-		resp, err := http.Get("http://" + c.adm + "/readyz")
-		if err != nil {
-			return false
+	deadline := time.Now().Add(60 * time.Second)
+	for c.readyz() != 200 {
+		if time.Now().After(deadline) {
+			out := "(on the test's stderr)"
+			if c.log != nil {
+				out = c.log.String()
+			}
+			c.t.Fatalf("timed out waiting for serve (admin %s) to be ready; its log:\n%s", c.adm, out)
 		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type lockedBuffer struct {
