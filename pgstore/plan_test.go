@@ -43,9 +43,10 @@ SELECT id, source || '/app', CASE WHEN id % 500 = 0 THEN 'dead' WHEN id > $1::in
 
 // planNode is a node of EXPLAIN (FORMAT JSON).
 type planNode struct {
-	NodeType string     `json:"Node Type"`
-	Relation string     `json:"Relation Name"`
-	Plans    []planNode `json:"Plans"`
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	IndexName string     `json:"Index Name"`
+	Plans     []planNode `json:"Plans"`
 	// Of EXPLAIN ANALYZE: rows per loop, the loops, rows dropped.
 	ActualRows       float64 `json:"Actual Rows"`
 	Loops            float64 `json:"Actual Loops"`
