@@ -45,6 +45,13 @@ type historyReport struct {
 	HistoryP99  float64 `json:"history_p99_ms"`
 	AcksRatio   float64 `json:"acks_ratio"` // history / fresh
 	P99Ratio    float64 `json:"p99_ratio"`
+	// AfterCheckpoint is the history store's first load after the build
+	// and its CHECKPOINT, and on PostgreSQL the loads that followed until
+	// its claims stopped writing whole pages to the WAL.
+	AfterCheckpoint *checkpointRun `json:"after_checkpoint,omitempty"`
+	// FreshWAL and HistoryWAL are PostgreSQL's WAL in each round.
+	FreshWAL   []*walStat `json:"fresh_wal,omitempty"`
+	HistoryWAL []*walStat `json:"history_wal,omitempty"`
 }
 
 // historyStore is one store of the history phase: a SQLite file in dir,
@@ -98,6 +105,51 @@ type readStat struct {
 	Error    string  `json:"error,omitempty"`
 }
 
+// checkpointRun is the first load after a checkpoint, and the settling
+// after it (settle).
+type checkpointRun struct {
+	Load loadResult `json:"first_load"`
+	WAL  *walStat   `json:"first_load_wal,omitempty"`
+	// Settle are the loads after the first until one wrote at most
+	// settleFPI full-page images per ack (Settled), or settleMax passed.
+	Settle        []loadResult `json:"settle,omitempty"`
+	SettleWAL     []*walStat   `json:"settle_wal,omitempty"`
+	SettleSeconds float64      `json:"settle_seconds,omitempty"` // of load, the first's included
+	SettleAcks    int64        `json:"settle_acks,omitempty"`    // the first's included
+	Settled       bool         `json:"settled"`
+}
+
+// settleFPI is where the stretch after a checkpoint ends: a round whose
+// claims write at most this many full-page images per ack (a fresh
+// store's write 0.00-0.02).
+const settleFPI = 0.05
+
+// settleMax bounds the settling's load, whatever the rate.
+const settleMax = 3 * time.Minute
+
+// settle loads the store round after round until its claims write at most
+// settleFPI full-page images per ack, so that the rounds compared with a
+// fresh store measure it between checkpoints (the stretch after each is
+// the first load's, reported on its own). Each round restarts serve, as
+// loadOnly does.
+func (b *bench) settle(ctx context.Context, cluster *pgtest.Cluster, st historyStore, c *checkpointRun) error {
+	c.SettleSeconds, c.SettleAcks = c.Load.Seconds, c.Load.Acks
+	c.Settled = c.WAL.FPIPerAck <= settleFPI
+	for !c.Settled && c.SettleSeconds < settleMax.Seconds() {
+		res, w, err := walDuring(ctx, cluster, st.url, func() (loadResult, error) { return b.loadOnly(ctx, st) })
+		if err != nil {
+			return err
+		}
+		c.Settle, c.SettleWAL = append(c.Settle, res), append(c.SettleWAL, w)
+		c.SettleSeconds, c.SettleAcks = round3(c.SettleSeconds+res.Seconds), c.SettleAcks+res.Acks
+		c.Settled = w.FPIPerAck <= settleFPI
+		b.printf("  settling: %s\n            %s\n", res, w)
+	}
+	b.printf("  after %.0f s and %d acks of load since the checkpoint: settled %v (at most %.2f full-page images per ack)\n",
+		c.SettleSeconds, c.SettleAcks, c.Settled, settleFPI)
+	return nil
+}
+
 type restartRun struct {
 	// Kept is the first 10 s after a restart with the page cache kept:
 	// what a restart costs apart from the cold file.
@@ -125,7 +177,11 @@ func (b *bench) historyPhase(ctx context.Context) error {
 	if !stores["postgres"] {
 		return nil
 	}
-	cluster, err := pgtest.Launch(pgtest.Settings{"max_connections": "300"})
+	// Checkpoints as docs/scale-out.md advises for a long history: timed,
+	// every 15 minutes, not requested every ~30 s by PostgreSQL's default
+	// 1 GB max_wal_size at these rates (each one starts the stretch of
+	// full-page images again: the feedback the first rounds measured).
+	cluster, err := pgtest.Launch(pgtest.Settings{"max_connections": "300", "max_wal_size": "16GB", "checkpoint_timeout": "15min"})
 	if err != nil {
 		if pgtest.IsMissing(err) {
 			b.printf("\n== history on PostgreSQL: skipped: %v\n", err)
@@ -218,25 +274,49 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 		h.DBBytes = fi.Size()
 	}
 	b.printf("  build %.0fs, store %.0f MiB\n", h.BuildSeconds, float64(h.DBBytes)/(1<<20))
+	// The first load after the build follows its CHECKPOINT, as every
+	// store's load follows its server's last one: on PostgreSQL each claim
+	// then changes a leaf of the claim index not changed since, and writes
+	// the whole page to the WAL. Reported on its own, as the restart is.
+	res, w, err := walDuring(ctx, cluster, hist.url, func() (loadResult, error) { return b.loadOnly(ctx, hist) })
+	if err != nil {
+		return h, err
+	}
+	h.AfterCheckpoint = &checkpointRun{Load: res, WAL: w}
+	b.printf("  history, first load after the build's checkpoint: %s\n", res)
+	if w != nil {
+		b.printf("           %s\n", w)
+		if err := b.settle(ctx, cluster, hist, h.AfterCheckpoint); err != nil {
+			return h, err
+		}
+	}
 	if h.History, err = b.measureStore(ctx, hist, "history"); err != nil {
 		return h, err
 	}
-	// More rounds, alternating, so that each ratio compares neighbours in
-	// time on a noisy machine (the first history round also follows the
-	// build's writes); the medians are compared.
-	fl, hl := []loadResult{h.Fresh.Load}, []loadResult{h.History.Load}
-	for r := 2; r <= o.rounds; r++ {
+	// Rounds alternating fresh and history, so that each ratio compares
+	// neighbours in time on a noisy machine; the medians are compared. The
+	// loads measureStore ran before its reads are not among them (the
+	// fresh store's ran before the build).
+	var fl, hl []loadResult
+	for r := 1; r <= o.rounds; r++ {
 		for _, x := range []struct {
 			st   historyStore
 			into *[]loadResult
-		}{{fresh, &fl}, {hist, &hl}} {
-			res, err := b.loadOnly(ctx, x.st)
+			wal  *[]*walStat
+		}{{fresh, &fl, &h.FreshWAL}, {hist, &hl, &h.HistoryWAL}} {
+			res, w, err := walDuring(ctx, cluster, x.st.url, func() (loadResult, error) { return b.loadOnly(ctx, x.st) })
 			if err != nil {
 				return h, err
 			}
 			*x.into = append(*x.into, res)
+			if w != nil {
+				*x.wal = append(*x.wal, w)
+			}
 		}
 		b.printf("  round %d: fresh %s\n           history %s\n", r, fl[len(fl)-1], hl[len(hl)-1])
+		if cluster != nil {
+			b.printf("           fresh   %s\n           history %s\n", h.FreshWAL[len(h.FreshWAL)-1], h.HistoryWAL[len(h.HistoryWAL)-1])
+		}
 	}
 	h.FreshAcks, h.HistoryAcks = medianOf(fl, func(l loadResult) float64 { return l.AcksPerSec }),
 		medianOf(hl, func(l loadResult) float64 { return l.AcksPerSec })
