@@ -132,11 +132,11 @@ const settleMax = 3 * time.Minute
 // fresh store measure it between checkpoints (the stretch after each is
 // the first load's, reported on its own). Each round restarts serve, as
 // loadOnly does.
-func (b *bench) settle(ctx context.Context, cluster *pgtest.Cluster, st historyStore, c *checkpointRun) error {
+func (b *bench) settle(ctx context.Context, st historyStore, c *checkpointRun) error {
 	c.SettleSeconds, c.SettleAcks = c.Load.Seconds, c.Load.Acks
 	c.Settled = c.WAL.FPIPerAck <= settleFPI
 	for !c.Settled && c.SettleSeconds < settleMax.Seconds() {
-		res, w, err := walDuring(ctx, cluster, st.url, func() (loadResult, error) { return b.loadOnly(ctx, st) })
+		res, w, err := walDuring(ctx, st.url, func() (loadResult, error) { return b.loadOnly(ctx, st) })
 		if err != nil {
 			return err
 		}
@@ -278,7 +278,7 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	// store's load follows its server's last one: on PostgreSQL each claim
 	// then changes a leaf of the claim index not changed since, and writes
 	// the whole page to the WAL. Reported on its own, as the restart is.
-	res, w, err := walDuring(ctx, cluster, hist.url, func() (loadResult, error) { return b.loadOnly(ctx, hist) })
+	res, w, err := walDuring(ctx, hist.url, func() (loadResult, error) { return b.loadOnly(ctx, hist) })
 	if err != nil {
 		return h, err
 	}
@@ -286,7 +286,7 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	b.printf("  history, first load after the build's checkpoint: %s\n", res)
 	if w != nil {
 		b.printf("           %s\n", w)
-		if err := b.settle(ctx, cluster, hist, h.AfterCheckpoint); err != nil {
+		if err := b.settle(ctx, hist, h.AfterCheckpoint); err != nil {
 			return h, err
 		}
 	}
@@ -304,7 +304,7 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 			into *[]loadResult
 			wal  *[]*walStat
 		}{{fresh, &fl, &h.FreshWAL}, {hist, &hl, &h.HistoryWAL}} {
-			res, w, err := walDuring(ctx, cluster, x.st.url, func() (loadResult, error) { return b.loadOnly(ctx, x.st) })
+			res, w, err := walDuring(ctx, x.st.url, func() (loadResult, error) { return b.loadOnly(ctx, x.st) })
 			if err != nil {
 				return h, err
 			}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
 
 // walStat is what the cluster wrote to its WAL during one load round: full
@@ -56,11 +54,11 @@ func readWAL(ctx context.Context, url string) (walStat, error) {
 }
 
 // walDuring runs load (a serve process started, loaded and stopped: its
-// backends' counters are flushed when they exit) and returns what the
-// cluster's WAL took meanwhile, per ack of the result. Without a cluster
-// it only runs load.
-func walDuring(ctx context.Context, c *pgtest.Cluster, url string, load func() (loadResult, error)) (loadResult, *walStat, error) {
-	if c == nil {
+// backends' counters are flushed when they exit) and returns what the WAL
+// of the cluster holding the database at url took meanwhile, per ack of
+// the result. Without a url (a SQLite store) it only runs load.
+func walDuring(ctx context.Context, url string, load func() (loadResult, error)) (loadResult, *walStat, error) {
+	if url == "" {
 		res, err := load()
 		return res, nil, err
 	}
