@@ -52,6 +52,9 @@ type planNode struct {
 	Loops            float64 `json:"Actual Loops"`
 	RemovedByFilter  float64 `json:"Rows Removed by Filter"`
 	RemovedByRecheck float64 `json:"Rows Removed by Index Recheck"`
+	// Of BUFFERS.
+	SharedHit  int64 `json:"Shared Hit Blocks"`
+	SharedRead int64 `json:"Shared Read Blocks"`
 }
 
 // seqScans lists the big tables the plan reads whole.

@@ -7,31 +7,32 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// warmClaimsSQL walks the claim index (events' UNIQUE (source, event_id),
-// events_source_event_id_key) in an index-only scan: warmClaimsSet keeps
-// the planner off the table, which it would rather read whole for a
-// count. A test checks the plan.
+// warmClaimsSQL reads every page of the claim index (events' UNIQUE
+// (source, event_id), events_source_event_id_key) and nothing else. The
+// condition on event_id, which no id meets (none sorts before ''), is
+// checked inside the index on each entry: no entry reaches the executor,
+// so none costs a look at the visibility map or the table. A count of the
+// claims did, one buffer per claim: with ids in no order each entry's row
+// is on another page of the table than the last one's (at 10 M claims:
+// 8.8 M buffers and 7 s, against 72,000, the index's pages, and 0.8 s).
+// warmClaimsSet keeps the planner on the index, which it would rather not
+// walk for a count it expects to be 0, and JIT off for a plan of one scan.
+// A test checks the plan and what it reads.
 const (
-	warmClaimsSQL = `SELECT count(*) FROM events WHERE source >= ''`
-	warmClaimsSet = `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL max_parallel_workers_per_gather = 0`
+	warmClaimsSQL = `SELECT count(*) FROM events WHERE source >= '' AND event_id < ''`
+	warmClaimsSet = `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off`
 )
 
-// WarmClaims reads the claim index once, so that its pages are in the
-// server's shared buffers and the page cache: a new claim whose id is
-// random (a UUID, as GitHub's and Shopify's are) lands on a random leaf of
-// that index, and after the server restarted every such claim waited on a
-// read from the disk until the index was cached. It runs beside the
-// traffic, on one pooled connection, for as long as the walk takes
-// (seconds at 10 M claims), without the statement bound of the other
-// reads. Where the operator runs pg_prewarm's autoprewarm, the server
-// brings back its own buffers and this walk finds them there.
 func (s *Store) WarmClaims(ctx context.Context) (int64, error) {
 	var n int64
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, warmClaimsSet); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, warmClaimsSQL).Scan(&n)
+		if err := tx.QueryRow(ctx, warmClaimsSQL).Scan(new(int64)); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT pg_relation_size('events_source_event_id_key') / current_setting('block_size')::bigint`).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("read the claim index: %w", err)

@@ -52,7 +52,8 @@ func (a *App) heartbeat(ctx context.Context) {
 
 // claimWarmer reads a store's claim index into the page cache
 // (sqlitestore.Store.WarmClaims) or the server's buffers
-// (pgstore.Store.WarmClaims).
+// (pgstore.Store.WarmClaims); n is what it read: the claims on SQLite, the
+// index's pages on PostgreSQL.
 type claimWarmer interface {
 	WarmClaims(ctx context.Context) (int64, error)
 }
@@ -70,7 +71,7 @@ func (a *App) warmClaims(ctx context.Context, w claimWarmer) {
 		}
 		return
 	}
-	a.log.Info("claim index read into the page cache", "claims", n, "seconds", time.Since(t).Seconds())
+	a.log.Info("claim index read into the page cache", "read", n, "seconds", time.Since(t).Seconds())
 }
 
 // outboxLoop refreshes the outbox gauges' snapshot every outboxRefresh.
