@@ -181,7 +181,8 @@ func (b *bench) historyPhase(ctx context.Context) error {
 	// every 15 minutes, not requested every ~30 s by PostgreSQL's default
 	// 1 GB max_wal_size at these rates (each one starts the stretch of
 	// full-page images again: the feedback the first rounds measured).
-	cluster, err := pgtest.Launch(pgtest.Settings{"max_connections": "300", "max_wal_size": "16GB", "checkpoint_timeout": "15min"})
+	cluster, err := pgtest.Launch(pgtest.Settings{"max_connections": "300", "max_wal_size": "16GB", "checkpoint_timeout": "15min",
+		"shared_preload_libraries": "'pg_stat_statements'", "pg_stat_statements.track": "top"})
 	if err != nil {
 		if pgtest.IsMissing(err) {
 			b.printf("\n== history on PostgreSQL: skipped: %v\n", err)
@@ -214,6 +215,10 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 			return st, err
 		}
 		st.url = cluster.URL(db)
+		// Each round's costliest statements (walStat.Top).
+		if err := cluster.Exec(ctx, db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+			return st, err
+		}
 		return st, nil
 	}
 	if cluster != nil {

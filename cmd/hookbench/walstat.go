@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -28,11 +29,33 @@ type walStat struct {
 	AutoAnalyzes int64   `json:"autoanalyzes"`
 	FPIPerAck    float64 `json:"fpi_per_ack"`
 	KiBPerAck    float64 `json:"wal_kib_per_ack"`
+	// Top are the store's statements that took the most time in the
+	// round (pg_stat_statements): what a slower round spent its time on.
+	Top []stmtStat `json:"top_statements,omitempty"`
+}
+
+// stmtStat is one statement's share of a round.
+type stmtStat struct {
+	Query   string  `json:"query"`
+	Calls   int64   `json:"calls"`
+	TotalMS float64 `json:"total_ms"`
+	// Buffers per call, and of them read from outside shared buffers.
+	BuffersPerCall float64 `json:"buffers_per_call"`
+	ReadPerCall    float64 `json:"read_per_call"`
+}
+
+func (s stmtStat) String() string {
+	return fmt.Sprintf("%8.0f ms %8d calls %7.3f ms/call %7.1f buf/call (%5.1f read)  %s",
+		s.TotalMS, s.Calls, s.TotalMS/float64(max(s.Calls, 1)), s.BuffersPerCall, s.ReadPerCall, s.Query)
 }
 
 func (w walStat) String() string {
-	return fmt.Sprintf("WAL %.2f full-page images and %.1f KiB per ack, checkpoints %d timed + %d requested; buffers written by backends %d, bgwriter %d; autovacuum %d vacuums, %d analyzes",
-		w.FPIPerAck, w.KiBPerAck, w.Timed, w.Requested, w.BackendWrites, w.CleanWrites, w.AutoVacuums, w.AutoAnalyzes)
+	var top strings.Builder
+	for _, s := range w.Top {
+		top.WriteString("\n             " + s.String())
+	}
+	return fmt.Sprintf("WAL %.2f full-page images and %.1f KiB per ack, checkpoints %d timed + %d requested; buffers written by backends %d, bgwriter %d; autovacuum %d vacuums, %d analyzes%s",
+		w.FPIPerAck, w.KiBPerAck, w.Timed, w.Requested, w.BackendWrites, w.CleanWrites, w.AutoVacuums, w.AutoAnalyzes, top.String())
 }
 
 func readWAL(ctx context.Context, url string) (walStat, error) {
@@ -66,6 +89,7 @@ func walDuring(ctx context.Context, url string, load func() (loadResult, error))
 	if err != nil {
 		return loadResult{}, nil, fmt.Errorf("pg_stat_wal: %w", err)
 	}
+	statements := resetStatements(ctx, url) == nil
 	res, err := load()
 	if err != nil {
 		return res, nil, err
@@ -78,9 +102,54 @@ func walDuring(ctx context.Context, url string, load func() (loadResult, error))
 		Requested: w1.Requested - w0.Requested, BackendWrites: w1.BackendWrites - w0.BackendWrites,
 		CleanWrites: w1.CleanWrites - w0.CleanWrites, AutoVacuums: w1.AutoVacuums - w0.AutoVacuums,
 		AutoAnalyzes: w1.AutoAnalyzes - w0.AutoAnalyzes}
+	if statements {
+		if d.Top, err = topStatements(ctx, url, 4); err != nil {
+			return res, nil, fmt.Errorf("pg_stat_statements: %w", err)
+		}
+	}
 	if res.Acks > 0 {
 		d.FPIPerAck = round3(float64(d.FPI) / float64(res.Acks))
 		d.KiBPerAck = round3(float64(d.Bytes) / 1024 / float64(res.Acks))
 	}
 	return res, &d, nil
+}
+
+// resetStatements empties pg_stat_statements, when the cluster loads it
+// (the history phase's does; a database without the extension errs).
+func resetStatements(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SELECT pg_stat_statements_reset()`)
+	return err
+}
+
+// topStatements are the n statements of url's database that took the
+// most time since resetStatements.
+func topStatements(ctx context.Context, url string, n int) ([]stmtStat, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 110), calls, total_exec_time,
+		(shared_blks_hit + shared_blks_read)::float8 / greatest(calls, 1), shared_blks_read::float8 / greatest(calls, 1)
+		FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time DESC LIMIT $1`, n)
+	if err != nil {
+		return nil, err
+	}
+	var top []stmtStat
+	for rows.Next() {
+		var s stmtStat
+		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMS, &s.BuffersPerCall, &s.ReadPerCall); err != nil {
+			return nil, err
+		}
+		s.TotalMS, s.BuffersPerCall, s.ReadPerCall = round3(s.TotalMS), round3(s.BuffersPerCall), round3(s.ReadPerCall)
+		top = append(top, s)
+	}
+	return top, rows.Err()
 }
