@@ -9,7 +9,7 @@ import (
 
 // warmClaimsSQL reads every page of the claim index (events' UNIQUE
 // (source, event_id), events_source_event_id_key) and nothing else. The
-// condition on event_id, which no id meets (none sorts before ''), is
+// condition on event_id, which no id meets (no string sorts before the empty one), is
 // checked inside the index on each entry: no entry reaches the executor,
 // so none costs a look at the visibility map or the table. A count of the
 // claims did, one buffer per claim: with ids in no order each entry's row
