@@ -90,14 +90,19 @@ ORDER BY 1`)
 	return st, nil
 }
 
+// oldestPendingSQL: when destination $1's oldest pending job was created
+// or last replayed: one seek on jobs_pending_age, with statistics that know
+// the backlog (KeepPlannerStats).
+const oldestPendingSQL = `SELECT min(COALESCE(replayed_at, created_at)) FROM jobs
+	WHERE state = 'pending' AND destination = $1`
+
 // oldestPending is when the destination's oldest pending job was created or
-// last replayed (nil: none): one seek on jobs_pending_age.
+// last replayed (nil: none).
 func oldestPending(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, dest string) (*time.Time, error) {
 	var oldest *time.Time
-	err := q.QueryRow(ctx, `SELECT min(COALESCE(replayed_at, created_at)) FROM jobs
-	WHERE state = 'pending' AND destination = $1`, dest).Scan(&oldest)
+	err := q.QueryRow(ctx, oldestPendingSQL, dest).Scan(&oldest)
 	return oldest, err
 }
 

@@ -210,6 +210,10 @@ func (a *App) Open(ctx context.Context) (err error) {
 		a.wg.Add(1)
 		go a.warmClaims(bg, w)
 	}
+	if k, ok := a.Store.(plannerStatsKeeper); ok {
+		a.wg.Add(1)
+		go a.plannerStatsLoop(bg, k)
+	}
 	a.log.Info("hookwarden serving", "receiver", a.hookLn.Addr().String(), "admin", a.adminLn.Addr().String(),
 		"database", a.Store.Path(), "sources", len(sources), "destinations", len(wdests), "version", versionString())
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/sdnotify"
+	"github.com/hookwarden/hookwarden/pgstore"
 )
 
 // heartbeatEvery is how often a running serve records that it is alive; an
@@ -72,6 +73,45 @@ func (a *App) warmClaims(ctx context.Context, w claimWarmer) {
 		return
 	}
 	a.log.Info("claim index read into the page cache", "read", n, "seconds", time.Since(t).Seconds())
+}
+
+// plannerStatsKeeper renews the database's statistics of the queue when a
+// backlog has moved far from them (pgstore.Store.KeepPlannerStats).
+type plannerStatsKeeper interface {
+	KeepPlannerStats(ctx context.Context) (bool, []pgstore.PlannerStats, error)
+}
+
+// plannerStatsEvery: how often serve compares the planner's estimates of
+// the queue with the counters (a read of the counters and two plans).
+const plannerStatsEvery = 10 * time.Second
+
+// plannerStatsLoop keeps the planner's picture of the queue current, so
+// that a backlog that grew since the last ANALYZE is not planned as empty.
+func (a *App) plannerStatsLoop(ctx context.Context, k plannerStatsKeeper) {
+	defer a.wg.Done()
+	t := time.NewTicker(plannerStatsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		analyzed, stats, err := k.KeepPlannerStats(ctx)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				a.log.Warn("planner statistics not checked", "err", err)
+			}
+		case analyzed:
+			args := []any{"took", time.Since(start).Round(time.Millisecond)}
+			for _, st := range stats {
+				args = append(args, st.State, st.Count, st.State+"_estimated", st.Estimated)
+			}
+			a.log.Info("jobs analyzed: the planner's estimates were far from the counts", args...)
+		}
+	}
 }
 
 // outboxLoop refreshes the outbox gauges' snapshot every outboxRefresh.

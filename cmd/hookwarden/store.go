@@ -436,6 +436,7 @@ func fillHistory(ctx context.Context, path, url string, claims, payloads, body i
 // Both stores warm their claim index: a rename there must not quietly
 // turn the warm-up off.
 var (
-	_ claimWarmer = (*sqlitestore.Store)(nil)
-	_ claimWarmer = (*pgstore.Store)(nil)
+	_ claimWarmer        = (*sqlitestore.Store)(nil)
+	_ claimWarmer        = (*pgstore.Store)(nil)
+	_ plannerStatsKeeper = (*pgstore.Store)(nil)
 )
