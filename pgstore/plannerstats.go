@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -31,6 +32,9 @@ const (
 	// statsLock is the advisory lock that lets one instance at a time
 	// analyze; the others skip their turn.
 	statsLock = 0x6877_7374_6174 // "hwstat"
+	// statsEvery bounds this instance's ANALYZEs to one a minute, whatever
+	// the estimates say (counters changed by hand never meet them).
+	statsEvery = time.Minute
 )
 
 // PlannerStats is what KeepPlannerStats found, for a state of jobs.
@@ -44,8 +48,12 @@ type PlannerStats struct {
 // or dead jobs is statsOff times off the counters' count, with at least
 // statsFloor jobs on one side. It reports whether it analyzed and what it
 // compared. Serve calls it every few seconds; it costs a read of the
-// counters and the planning of two statements when nothing is off.
+// counters and the planning of two statements when nothing is off, and
+// nothing within statsEvery of its last ANALYZE.
 func (s *Store) KeepPlannerStats(ctx context.Context) (bool, []PlannerStats, error) {
+	if last := s.analyzedAt.Load(); last != 0 && time.Since(time.Unix(0, last)) < statsEvery {
+		return false, nil, nil
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	stats := []PlannerStats{{State: "pending"}, {State: "dead"}}
@@ -76,6 +84,9 @@ func (s *Store) KeepPlannerStats(ctx context.Context) (bool, []PlannerStats, err
 	})
 	if err != nil {
 		return false, stats, fmt.Errorf("planner statistics: analyze jobs: %w", err)
+	}
+	if analyzed {
+		s.analyzedAt.Store(time.Now().UnixNano())
 	}
 	return analyzed, stats, nil
 }

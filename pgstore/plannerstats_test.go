@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
@@ -60,7 +61,7 @@ func TestKeepPlannerStats(t *testing.T) {
 	defer func() {
 		if !released {
 			other.Release()
-	released = true
+			released = true
 		}
 	}()
 	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, statsLock); err != nil {
@@ -91,13 +92,19 @@ func TestKeepPlannerStats(t *testing.T) {
 	if err != nil || farApart(pending, est) {
 		t.Errorf("estimate after the ANALYZE %d (%v), count %d", est, err, pending)
 	}
-	if analyzed, stats, err := s.KeepPlannerStats(ctx); err != nil || analyzed {
-		t.Errorf("KeepPlannerStats with the estimates current = %v, %+v, %v; want nothing done", analyzed, stats, err)
+	s.analyzedAt.Store(0) // as a minute later
+	if analyzed, stats, err := s.KeepPlannerStats(ctx); err != nil || analyzed || len(stats) != 2 {
+		t.Errorf("KeepPlannerStats with the estimates current = %v, %+v, %v; want both compared, nothing done", analyzed, stats, err)
 	}
 	// Drained: the estimate is now far above the count, and is renewed too.
 	if _, err := s.Pool().Exec(ctx, `DELETE FROM jobs WHERE destination = 'std/hold'`); err != nil {
 		t.Fatal(err)
 	}
+	s.analyzedAt.Store(time.Now().UnixNano()) // as just analyzed
+	if analyzed, _, err := s.KeepPlannerStats(ctx); err != nil || analyzed {
+		t.Errorf("KeepPlannerStats within a minute of its ANALYZE = %v, %v; want nothing done", analyzed, err)
+	}
+	s.analyzedAt.Store(0)
 	if analyzed, stats, err := s.KeepPlannerStats(ctx); err != nil || !analyzed || stats[0].Count != 0 {
 		t.Errorf("KeepPlannerStats after the drain = %v, %+v, %v; want jobs analyzed, none pending", analyzed, stats, err)
 	}

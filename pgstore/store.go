@@ -124,6 +124,8 @@ type Store struct {
 
 	run    atomic.Int64                      // this process's run (StartRun): the holder of its leases
 	direct atomic.Pointer[hookwarden.Direct] // SetDirect
+	// analyzedAt is when KeepPlannerStats last analyzed jobs (Unix ns).
+	analyzedAt atomic.Int64
 
 	listenCfg *pgx.ConnConfig // the LISTEN connection's: the pool's, without its tracer
 	listen    listener        // started by SetDirect with a hookwarden.Waker
