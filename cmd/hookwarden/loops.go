@@ -13,7 +13,6 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/sdnotify"
-	"github.com/hookwarden/hookwarden/pgstore"
 )
 
 // heartbeatEvery is how often a running serve records that it is alive; an
@@ -73,12 +72,6 @@ func (a *App) warmClaims(ctx context.Context, w claimWarmer) {
 		return
 	}
 	a.log.Info("claim index read into the page cache", "read", n, "seconds", time.Since(t).Seconds())
-}
-
-// plannerStatsKeeper renews the database's statistics of the queue when a
-// backlog has moved far from them (pgstore.Store.KeepPlannerStats).
-type plannerStatsKeeper interface {
-	KeepPlannerStats(ctx context.Context) (bool, []pgstore.PlannerStats, error)
 }
 
 // plannerStatsEvery: how often serve compares the planner's estimates of

@@ -433,8 +433,15 @@ func fillHistory(ctx context.Context, path, url string, claims, payloads, body i
 	return err
 }
 
-// Both stores warm their claim index: a rename there must not quietly
-// turn the warm-up off.
+// plannerStatsKeeper renews the database's statistics of the queue when a
+// backlog has moved far from them (pgstore.Store.KeepPlannerStats; serve's
+// plannerStatsLoop).
+type plannerStatsKeeper interface {
+	KeepPlannerStats(ctx context.Context) (bool, []pgstore.PlannerStats, error)
+}
+
+// Both stores warm their claim index and PostgreSQL keeps its planner's
+// statistics: a rename there must not quietly turn either off.
 var (
 	_ claimWarmer        = (*sqlitestore.Store)(nil)
 	_ claimWarmer        = (*pgstore.Store)(nil)
