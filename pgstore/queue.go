@@ -136,9 +136,9 @@ func (s *Store) leasePiped(ctx context.Context, a *hookwarden.Attempt, dest stri
 	defer rollback(ctx, c) // a no-op once committed
 	p := s.policy(dest)
 	// A chained slot's FinishAndLease of one job ends a lease in flight and
-	// takes one: the number in flight cannot grow, so the count (a read of
-	// every pending job of the destination) is needed only when the lease
-	// it ends was not counted by the others, finishLiveSQL's live.
+	// takes one: the number in flight cannot grow, so the count (one more
+	// statement, inflightSQL) is needed only when the lease it ends was not
+	// counted by the others, finishLiveSQL's live.
 	swap := a != nil && max == 1 && p.Concurrency > 0
 	counted := p.Concurrency > 0 && !swap
 	b := &pgx.Batch{}

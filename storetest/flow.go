@@ -112,6 +112,40 @@ func testManualPause(t *testing.T, h Harness) {
 	}
 }
 
+// testDestinationCounts: Destinations' pending counts every pending job of
+// the destination and in_flight the leases that have not expired: not a
+// retry waiting for its time, not a lease that expired, not a job handed
+// nowhere, not another destination's.
+func testDestinationCounts(t *testing.T, h Harness) {
+	f := setup(t, h)
+	for i := range 6 {
+		f.record("std", fmt.Sprint("e", i), fmt.Sprintf(`{"n":%d}`, i), "std/app", "std/ops")
+		f.clock.Add(time.Millisecond)
+	}
+	check := func(step string, pending, inFlight int) {
+		t.Helper()
+		if st := f.destState("std/app"); st.Pending != pending || st.InFlight != inFlight {
+			t.Errorf("%s: pending %d, in_flight %d; want %d, %d", step, st.Pending, st.InFlight, pending, inFlight)
+		}
+	}
+	check("recorded", 6, 0)
+	f.lease("std/ops", 6, time.Minute)
+	check("another destination's leases", 6, 0)
+	jobs := f.lease("std/app", 3, time.Minute)
+	check("three leased", 6, 3)
+	retry := f.attempt(jobs[0], hookwarden.Retry)
+	retry.RetryAt = f.clock.Now().Add(time.Hour)
+	f.finishJob(retry)
+	f.finishJob(f.attempt(jobs[1], hookwarden.Delivered))
+	check("a retry waiting an hour, a delivery", 5, 1)
+	f.clock.Add(2 * time.Minute)
+	check("the lease expired", 5, 0)
+	f.lease("std/app", 2, 10*time.Minute)
+	check("two leased again", 5, 2)
+	f.clock.Add(2 * time.Hour)
+	check("those leases expired, the retry due", 5, 0)
+}
+
 // testAutoPause: pause_after consecutive retryable failures pause the
 // destination; then one probe (the oldest due job) per probe interval, a
 // failed probe gives its attempt back, and the first success resumes.

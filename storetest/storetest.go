@@ -86,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 		{"Direct/HandOver", testDirectHandOver},
 		{"Direct/ReleaseOnFailedCommit", testDirectRelease},
 		{"Flow/ManualPause", testManualPause},
+		{"Flow/DestinationCounts", testDestinationCounts},
 		{"Flow/AutoPause", testAutoPause},
 		{"Flow/Rate", testRate},
 		{"Flow/Order", testOrder},
