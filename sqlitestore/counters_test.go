@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,5 +259,33 @@ func TestRequestGapsJumpsAsRowsSay(t *testing.T) {
 	}
 	if !strings.Contains(rows, "→") {
 		t.Fatal("no gap at all: the traffic does not test anything")
+	}
+}
+
+// TestDestinationCountsSkipTheDueBacklog: GET /api/destinations' counts
+// read the pending count from the counters and the leases in flight on a
+// range of jobs_due after now, not the destination's whole backlog (which
+// the plan test above allows any listing of the backlog).
+func TestDestinationCountsSkipTheDueBacklog(t *testing.T) {
+	s := MustOpen(t, Options{})
+	rows, err := s.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+destinationCountsSQL, "x", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	want := []string{"SEARCH counters USING PRIMARY KEY (name=? AND kind=?)", "SEARCH jobs USING INDEX jobs_due (destination=? AND next_at>?)"}
+	for _, w := range want {
+		if !slices.Contains(plan, w) {
+			t.Errorf("plan %q lacks %q", plan, w)
+		}
 	}
 }
