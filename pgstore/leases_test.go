@@ -213,3 +213,32 @@ func TestLeaseCountsReadTheLeases(t *testing.T) {
 			now() AS t, ` + leaseTestSQL, nil},
 	}, n, "")
 }
+
+// TestJobLeasesMigration: a store of schema 11 with leases in flight gets
+// job_leases filled with them when 0012 runs, and counts them after.
+func TestJobLeasesMigration(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Database(t)
+	ctx := context.Background()
+	s := open(t, url, Options{})
+	for i := range 4 {
+		if _, err := s.Record(ctx, receipt("std", fmt.Sprint("e", i), fmt.Sprintf(`{"n":%d}`, i), "std/app")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Back to schema 11, as the store was before 0012: then three leases.
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE job_leases; DROP TRIGGER job_leases_insert ON jobs;
+		DROP TRIGGER job_leases_update ON jobs; DROP TRIGGER job_leases_delete ON jobs; DROP FUNCTION hw_job_lease();
+		UPDATE schema_version SET version = 11`); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, err := s.Lease(ctx, "std/app", 3, time.Hour); err != nil || len(jobs) != 3 {
+		t.Fatalf("lease on schema 11: %d jobs, %v", len(jobs), err)
+	}
+	s = open(t, url, Options{}) // migrates
+	checkLeaseMirror(t, s, "the migration")
+	st, err := s.Destinations(ctx, []string{"std/app"})
+	if err != nil || st[0].InFlight != 3 || st[0].Pending != 4 {
+		t.Fatalf("after the migration: %+v, %v; want 3 in flight of 4 pending", st, err)
+	}
+}
