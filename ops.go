@@ -243,6 +243,30 @@ type WindowCounts struct {
 	Duplicates int `json:"duplicates"`
 }
 
+// MinuteCountsKeep is how long the stores keep their counts per minute
+// (minutely): the day window's first hour, 24 to 25 hours old, and an
+// hour's slack for retention's hourly pass.
+const MinuteCountsKeep = 26 * time.Hour
+
+// WindowStart is where a window since since, read at now, starts counting
+// and the first whole hour in it: the start of since's minute, counted by
+// minutes up to whole and by hours from there, so that a window costs at
+// most 60 minute rows and its hours, never the traffic in them. A bound
+// older than the minutes kept (MinuteCountsKeep less an hour) starts at
+// its hour instead.
+func WindowStart(now, since time.Time) (start, whole time.Time) {
+	since = since.UTC()
+	start = since.Truncate(time.Minute)
+	if now.Sub(start) > MinuteCountsKeep-time.Hour {
+		start = since.Truncate(time.Hour)
+	}
+	whole = start.Truncate(time.Hour)
+	if whole.Before(start) {
+		whole = whole.Add(time.Hour)
+	}
+	return start, whole
+}
+
 // StatsCounter folds a store's counter rows into a Stats: the names given
 // first, with zeros, then any other in the order met. Both stores keep the
 // same kinds of count, so one fold reads them.

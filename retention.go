@@ -102,6 +102,10 @@ type PruneSteps struct {
 	Claims, BodyKeys, Hourly, Quarantine, Payloads PruneTier
 	Tokens                                         func(ctx context.Context, opt PruneOptions, now time.Time, res *PruneResult) error
 	CountHeld                                      func(ctx context.Context, res *PruneResult) error
+	// Minutes deletes the counts per minute from before its cutoff (now less
+	// MinuteCountsKeep), on every pass that is not a dry run, whatever the
+	// retention: they serve the recent windows only.
+	Minutes func(ctx context.Context, before time.Time) error
 	// Tidy, if set, runs after the tiers on a pass that is not a dry run:
 	// the store's own housekeeping (pgstore folds the count rows of server
 	// processes that are gone).
@@ -164,6 +168,11 @@ func PrunePass(ctx context.Context, opt PruneOptions, now time.Time, st PruneSte
 	for _, tier := range tiers {
 		if err := tier(ctx, opt, &res); err != nil {
 			return res, err
+		}
+	}
+	if st.Minutes != nil && !opt.DryRun {
+		if err := st.Minutes(ctx, now.Add(-MinuteCountsKeep)); err != nil {
+			return res, fmt.Errorf("prune the counts per minute: %w", err)
 		}
 	}
 	if st.Tidy != nil && !opt.DryRun {

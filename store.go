@@ -155,7 +155,9 @@ type Inspector interface {
 	// history: stores keep the counts as the rows are written.
 	Stats(ctx context.Context, sources, destinations []string) (Stats, error)
 	// RecentCounts counts each source's accepted events and duplicates since
-	// hour ([0]) and since day ([1]).
+	// hour ([0]) and since day ([1]), each from the start of its minute
+	// (WindowStart): the stores keep counts per minute for the last
+	// MinuteCountsKeep, and per hour before.
 	RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]WindowCounts, error)
 	// Hourly lists, per source named, its hours from since's hour on that
 	// have any traffic, oldest first (hours without any are left out).

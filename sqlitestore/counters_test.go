@@ -65,7 +65,9 @@ func TestMigration12CountsExistingRows(t *testing.T) {
 		`DROP TRIGGER count_quarantine_insert`, `DROP TRIGGER count_quarantine_update`, `DROP TRIGGER count_quarantine_delete`,
 		`DROP TRIGGER count_job_insert`, `DROP TRIGGER count_job_state`, `DROP TRIGGER count_job_delete`,
 		`DROP TABLE counters`, `DROP TABLE hourly`, `DROP INDEX events_source_type`,
-		`DROP INDEX jobs_dead_id`, `DROP INDEX jobs_dead_event`, `PRAGMA user_version = 11`, // and schema 13's
+		`DROP INDEX jobs_dead_id`, `DROP INDEX jobs_dead_event`, // and schema 13's
+		`DROP TRIGGER count_event_minute`, `DROP TRIGGER count_receipt_minute`, `DROP TRIGGER count_link_minute`,
+		`DROP TABLE minutely`, `PRAGMA user_version = 11`, // and 14's
 	} {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -167,10 +169,7 @@ func TestOperatorReadPlans(t *testing.T) {
 		{"outbox: counters", outboxCountersSQL, 0},
 		{"hourly", hourlySQL, 2},
 		{"recent: whole hours", windowHoursSQL, 2},
-		{"recent: first hour", windowHourSQL, 2},
-		{"recent: bounds", windowBoundsSQL, 3},
-		{"recent: events of the first hour", windowEventsSQL + " AND id < ?5", 5},
-		{"recent: duplicates of the first hour", windowDuplicatesSQL, 3},
+		{"recent: minutes of the first hour", windowMinutesSQL, 3},
 		{"list --since", firstRefSinceSQL, 1},
 		{"list --source/--type: one pair", pairListSQL(since), 6},
 		{"list --source/--type --status delivered: one pair", pairListSQL(append(since, delivered)), 6},
@@ -287,5 +286,87 @@ func TestDestinationCountsSkipTheDueBacklog(t *testing.T) {
 		if !slices.Contains(plan, w) {
 			t.Errorf("plan %q lacks %q", plan, w)
 		}
+	}
+}
+
+// TestMigration14CountsRecentMinutes: a file of schema 13 gets the counts
+// per minute of its last 26 hours (by the wall clock, as the migration
+// reads it) when 0014 runs: the recent windows then count what came before
+// the upgrade, and nothing older is kept.
+func TestMigration14CountsRecentMinutes(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Minute).Add(30 * time.Second)
+	c := &testClock{t: now.Add(-30 * time.Hour)}
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	s, err := Open(ctx, path, Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &ops{t: t, s: s, clock: c, ctx: ctx}
+	o.record("stripe", "evt_30h", `{"n":0}`) // older than the minutes kept
+	c.Add(6*time.Hour + 20*time.Minute)       // 23 h 40 min before now
+	o.record("stripe", "evt_day", `{"n":1}`)
+	o.record("stripe", "evt_day", `{"n":1}`)
+	o.recordBatch("sendgrid", "sendgrid/app", "sg1", "sg2")
+	c.Add(23*time.Hour + 10*time.Minute) // 30 min before now
+	o.recordBatch("sendgrid", "sendgrid/app", "sg2", "sg3")
+	o.record("stripe", "evt_hour", `{"n":2}`)
+	s.Close()
+
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TRIGGER count_event_minute`, `DROP TRIGGER count_receipt_minute`,
+		`DROP TRIGGER count_link_minute`, `DROP TABLE minutely`, `PRAGMA user_version = 13`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+
+	c.Add(30 * time.Minute)
+	if s, err = Open(ctx, path, Options{Now: c.Now}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var minutes, old int
+	if err := s.DB().QueryRow(`SELECT count(*), count(*) FILTER (WHERE minute < ?) FROM minutely`,
+		minuteOf(now.Add(-26*time.Hour))).Scan(&minutes, &old); err != nil || minutes == 0 || old != 0 {
+		t.Fatalf("after 0014: %d minute rows, %d older than 26 h (%v); want the recent ones only", minutes, old, err)
+	}
+	got, err := s.RecentCounts(ctx, []string{"stripe", "sendgrid"}, now.Add(-time.Hour), now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]hookwarden.WindowCounts{
+		"stripe":   {{Accepted: 1}, {Accepted: 2, Duplicates: 1}},
+		"sendgrid": {{Accepted: 1, Duplicates: 1}, {Accepted: 3, Duplicates: 1}},
+	}
+	for src, w := range want {
+		if got[src] != w {
+			t.Errorf("%s after 0014: %+v, want %+v", src, got[src], w)
+		}
+	}
+
+	// Three hours on, a pass (no retention set) deletes the minutes of
+	// evt_day and the first batch, 26 h 40 min old, and keeps the others.
+	c.Add(3 * time.Hour)
+	if _, err := s.Prune(ctx, hookwarden.PruneOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	rows, err := s.DB().Query(`SELECT source || ' ' || minute FROM minutely ORDER BY minute, source`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var m string
+		rows.Scan(&m)
+		left = append(left, m)
+	}
+	rows.Close()
+	if want := []string{"sendgrid " + minuteOf(now.Add(-30*time.Minute)), "stripe " + minuteOf(now.Add(-30*time.Minute))}; !slices.Equal(left, want) {
+		t.Errorf("minutes after a pass 3 h on: %q, want %q", left, want)
 	}
 }

@@ -56,8 +56,12 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 		}
 	}
 	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		// Where Prune's walks would stand after folding the old claims.
-		_, err := tx.ExecContext(ctx, `UPDATE prune_cursor SET id = ? WHERE name = 'events'`, folded)
+		// Where Prune's walks would stand after folding the old claims, and
+		// the counts per minute it would have left.
+		if _, err := tx.ExecContext(ctx, `UPDATE prune_cursor SET id = ? WHERE name = 'events'`, folded); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM minutely WHERE minute < ?`, minuteOf(now.Add(-hookwarden.MinuteCountsKeep)))
 		return err
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -36,7 +37,7 @@ var prunableClaim = `e.claimed_at < ?1 AND NOT ` + fmt.Sprintf(unfinishedSince, 
 // (prune_held), so an hourly pass on a year-old file costs the hour's work.
 func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwarden.PruneResult, error) {
 	return hookwarden.PrunePass(ctx, opt, s.now(), hookwarden.PruneSteps{
-		Audit: s.Audit, Claims: s.pruneClaims, BodyKeys: s.pruneBodyKeys, Hourly: s.pruneHourly,
+		Audit: s.Audit, Claims: s.pruneClaims, BodyKeys: s.pruneBodyKeys, Hourly: s.pruneHourly, Minutes: s.pruneMinutes,
 		Quarantine: s.pruneQuarantine, Tokens: s.pruneTokens, Payloads: s.prunePayloads, CountHeld: s.countHeld,
 		AuditResult: func(ctx context.Context, id int64, res hookwarden.PruneResult) error {
 			return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error { return auditResultTx(ctx, tx, id, res) })
@@ -58,6 +59,15 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 		return fmt.Errorf("prune hourly counts: %w", err)
 	}
 	return nil
+}
+
+// pruneMinutes deletes the counts per minute before before: the recent
+// windows read the last day's (schema 14). One short write, on the index
+// of minutes.
+func (s *Store) pruneMinutes(ctx context.Context, before time.Time) error {
+	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		return execCount(ctx, tx, nil, `DELETE FROM minutely WHERE minute < ?`, minuteOf(before))
+	})
 }
 
 // countHeldSQL counts the held events and requests; ?1 is the cutoff.

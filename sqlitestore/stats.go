@@ -27,16 +27,8 @@ ORDER BY 1`
 	hourlySQL      = `SELECT hour, accepted, duplicates FROM hourly WHERE source = ? AND hour >= ? ORDER BY hour`
 	windowHoursSQL = `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
 	FROM hourly WHERE source = ? AND hour >= ?`
-	windowHourSQL = `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
-	FROM hourly WHERE source = ? AND hour = ?`
-	windowBoundsSQL = `SELECT
-	(SELECT first_ref FROM hourly WHERE source = ?1 AND hour = ?2),
-	(SELECT min(first_ref) FROM hourly WHERE hour >= ?3 AND first_ref IS NOT NULL)`
-	windowDuplicatesSQL = `SELECT
-	(SELECT count(*) FROM receipts WHERE source = ?1 AND received_at >= ?2 AND received_at < ?3 AND kind IN ('duplicate', 'divergent')),
-	(SELECT count(*) FROM receipts r JOIN receipt_events re ON re.receipt_id = r.id
-		WHERE r.source = ?1 AND r.received_at >= ?2 AND r.received_at < ?3 AND r.kind = 'batch' AND re.kind != 'accepted')`
-	windowEventsSQL = `SELECT count(*) FROM events WHERE id >= ?1 AND +source = ?2 AND claimed_at >= ?3 AND claimed_at < ?4`
+	windowMinutesSQL = `SELECT COALESCE(sum(accepted), 0), COALESCE(sum(duplicates), 0)
+	FROM minutely WHERE source = ? AND minute >= ? AND minute < ?`
 )
 
 // Stats counts per source and per destination over the whole file. The
@@ -196,16 +188,18 @@ SELECT
 }
 
 // RecentCounts counts each source's accepted events and duplicates since
-// hour ([0]) and since day ([1]), for the dashboard. The whole hours of a
-// window come from the hourly table; only the part of its first hour after
-// the bound is counted from rows (at most an hour of traffic, on the index
-// bounds first_ref gives), so the cost does not grow with the history.
+// hour ([0]) and since day ([1]), for the dashboard, from the start of each
+// bound's minute (hookwarden.WindowStart): the whole hours of a window from
+// hourly, the minutes of its first hour from minutely (schema 14). A read
+// is at most 60 minute rows and the hours per window, whatever the
+// traffic in them.
 func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]hookwarden.WindowCounts, error) {
 	out := make(map[string][2]hookwarden.WindowCounts, len(sources))
+	now := s.now()
 	for _, src := range sources {
 		var w [2]hookwarden.WindowCounts
 		for i, since := range []time.Time{hour, day} {
-			c, err := s.windowCounts(ctx, src, since)
+			c, err := s.windowCounts(ctx, src, now, since)
 			if err != nil {
 				return nil, fmt.Errorf("recent counts of %s: %w", src, err)
 			}
@@ -216,49 +210,27 @@ func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day ti
 	return out, nil
 }
 
-// windowCounts counts what src sent at or after since.
-func (s *Store) windowCounts(ctx context.Context, src string, since time.Time) (hookwarden.WindowCounts, error) {
+// windowCounts counts what src sent from since's minute on.
+func (s *Store) windowCounts(ctx context.Context, src string, now, since time.Time) (hookwarden.WindowCounts, error) {
 	var c hookwarden.WindowCounts
-	first := since.UTC().Truncate(time.Hour)
-	next := first.Add(time.Hour)
-	// Whole hours after the first.
-	if err := s.rdb.QueryRowContext(ctx, windowHoursSQL, src, hourOf(next)).Scan(&c.Accepted, &c.Duplicates); err != nil {
+	start, whole := hookwarden.WindowStart(now, since)
+	if err := s.rdb.QueryRowContext(ctx, windowHoursSQL, src, hourOf(whole)).Scan(&c.Accepted, &c.Duplicates); err != nil {
 		return c, err
 	}
-	if since.Equal(first) {
-		var a, d int
-		if err := s.rdb.QueryRowContext(ctx, windowHourSQL, src, hourOf(first)).Scan(&a, &d); err != nil {
-			return c, err
-		}
-		c.Accepted, c.Duplicates = c.Accepted+a, c.Duplicates+d
+	if start.Equal(whole) {
 		return c, nil
 	}
-	// The rest of the first hour, from rows. Events of that hour have ids
-	// from its first_ref on; ids claimed two hours later bound the walk
-	// (ids grow with time, to within one writer batch).
-	var lo, hi sql.NullInt64
-	if err := s.rdb.QueryRowContext(ctx, windowBoundsSQL,
-		src, hourOf(first), hourOf(next.Add(time.Hour))).Scan(&lo, &hi); err != nil {
-		return c, err
-	}
-	from, to := fmtTime(since), fmtTime(next)
-	var a, d, b int
-	if lo.Valid {
-		q := windowEventsSQL
-		args := []any{lo.Int64, src, from, to}
-		if hi.Valid {
-			q += ` AND id < ?5`
-			args = append(args, hi.Int64)
-		}
-		if err := s.rdb.QueryRowContext(ctx, q, args...).Scan(&a); err != nil {
-			return c, err
-		}
-	}
-	if err := s.rdb.QueryRowContext(ctx, windowDuplicatesSQL,
-		src, from, to).Scan(&d, &b); err != nil {
+	var a, d int
+	if err := s.rdb.QueryRowContext(ctx, windowMinutesSQL, src, minuteOf(start), minuteOf(whole)).Scan(&a, &d); err != nil {
 		return c, err
 	}
 	c.Accepted += a
-	c.Duplicates += d + b
+	c.Duplicates += d
 	return c, nil
 }
+
+// minuteFormat is the minutely table's minute: the first 16 characters of
+// a stored time.
+const minuteFormat = "2006-01-02T15:04"
+
+func minuteOf(t time.Time) string { return t.UTC().Format(minuteFormat) }

@@ -36,6 +36,7 @@ func TestConformance(t *testing.T) {
 func fullCount(t *testing.T, st storetest.Store, now time.Time) (storetest.Stats, map[string][]storetest.HourCount) {
 	t.Helper()
 	db := st.(*sqlitestore.Store).DB()
+	checkMinutely(t, db, now)
 	out := storetest.Stats{At: now}
 	src := map[string]*hookwarden.SourceStats{}
 	source := func(n string) *hookwarden.SourceStats {
@@ -181,5 +182,40 @@ func refuseJobs(t *testing.T, st storetest.Store) func() {
 		if _, err := db.Exec(`DROP TRIGGER storetest_refuse_jobs`); err != nil {
 			t.Fatalf("drop trigger: %v", err)
 		}
+	}
+}
+
+// checkMinutely fails unless the counts per minute of each hour whose
+// minutes are all kept (hookwarden.MinuteCountsKeep before now) add up to
+// the hour's count: both count what was recorded, and the counters case
+// checks hourly against the rows (minute by minute, the recent windows'
+// cases check them).
+func checkMinutely(t *testing.T, db *sql.DB, now time.Time) {
+	t.Helper()
+	from := now.Add(-hookwarden.MinuteCountsKeep).UTC()
+	hour := from.Truncate(time.Hour)
+	if hour.Before(from) {
+		hour = hour.Add(time.Hour)
+	}
+	rows, err := db.Query(`
+WITH m AS (SELECT source, substr(minute, 1, 13) AS hour, sum(accepted) AS a, sum(duplicates) AS d FROM minutely
+	WHERE minute >= ?1 GROUP BY 1, 2 HAVING a != 0 OR d != 0),
+h AS (SELECT source, hour, accepted AS a, duplicates AS d FROM hourly WHERE hour >= ?1 AND (accepted != 0 OR duplicates != 0))
+SELECT 'minutely', * FROM (SELECT * FROM m EXCEPT SELECT * FROM h)
+UNION ALL SELECT 'hourly', * FROM (SELECT * FROM h EXCEPT SELECT * FROM m)`, hour.Format("2006-01-02T15"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var side, source, h string
+		var a, d int
+		if err := rows.Scan(&side, &source, &h, &a, &d); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("minutely and hourly differ: %s alone has %s %s accepted %d duplicates %d", side, source, h, a, d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -150,15 +150,18 @@ func testListDead(t *testing.T, h Harness) {
 	}
 }
 
-// testRecentCountsOffTheHour: with bounds inside an hour, the windows
-// count from the bound exactly: a claim or a repeat earlier in the bound's
-// hour is out, one at the bound is in, whether it falls in the part of the
+// testRecentCountsOffTheHour: with bounds inside an hour and a minute, the
+// windows count from the start of the bound's minute
+// (hookwarden.WindowStart): a claim or a repeat earlier in the bound's hour
+// is out, one in the bound's minute (before the bound or at it) is in, a
+// second before that minute is out, whether it falls in the minutes of the
 // first hour or in the whole hours after it.
 func testRecentCountsOffTheHour(t *testing.T, h Harness) {
 	f := setup(t, h)
 	f.clock.Add(48*time.Hour + 37*time.Minute + 15*time.Second)
 	now := f.clock.Now()
 	hour, day := now.Add(-time.Hour), now.Add(-24*time.Hour)
+	hourMinute, dayMinute := hour.Truncate(time.Minute), day.Truncate(time.Minute)
 	at := func(when time.Time, r *hookwarden.Receipt) {
 		t.Helper()
 		r.ReceivedAt = when
@@ -167,12 +170,14 @@ func testRecentCountsOffTheHour(t *testing.T, h Harness) {
 	// In time order, as receivers stamp them.
 	at(day.Add(-10*time.Minute), f.receipt("stripe", "d_before", `{"n":0}`)) // the day's first hour, before it
 	at(day.Add(-10*time.Minute), f.receipt("stripe", "d_before", `{"n":0}`)) // its duplicate, out too
-	at(day.Add(-time.Second), f.receipt("github", "gh_0", `{}`))             // a second before the day
+	at(dayMinute.Add(-time.Second), f.receipt("github", "gh_0", `{}`))       // a second before the day's minute
+	at(day.Add(-time.Second), f.receipt("github", "gh_0b", `{}`))            // in the day's minute, before the bound
 	at(day, f.receipt("stripe", "d_at", `{"n":1}`))                          // at the bound: in
 	at(day.Add(5*time.Minute), f.batch("stripe", "stripe/app", element("b1"), element("d_at")))
 	at(day.Add(33*time.Minute), f.receipt("stripe", "d_before", `{"n":9}`)) // divergent, in the whole hours
 	at(hour.Add(-time.Minute), f.receipt("stripe", "h_before", `{"n":2}`))  // the hour's first hour, before it
-	at(hour.Add(-time.Second), f.receipt("github", "gh_1", `{}`))
+	at(hourMinute.Add(-time.Second), f.receipt("github", "gh_1", `{}`))     // out of the hour, in the day
+	at(hour.Add(-time.Second), f.receipt("github", "gh_1b", `{}`))          // in the hour's minute
 	at(hour, f.receipt("stripe", "h_at", `{"n":3}`))
 	at(hour.Add(10*time.Minute), f.receipt("stripe", "h_before", `{"n":2}`)) // a duplicate in the first hour's part
 	at(hour.Add(11*time.Minute), f.receipt("stripe", "", `{}`))              // held: neither
@@ -188,7 +193,7 @@ func testRecentCountsOffTheHour(t *testing.T, h Harness) {
 		want   [2]hookwarden.WindowCounts
 	}{
 		{"stripe", [2]hookwarden.WindowCounts{{Accepted: 2, Duplicates: 1}, {Accepted: 5, Duplicates: 3}}},
-		{"github", [2]hookwarden.WindowCounts{{Accepted: 1}, {Accepted: 2}}},
+		{"github", [2]hookwarden.WindowCounts{{Accepted: 2}, {Accepted: 4}}},
 		{"silent", [2]hookwarden.WindowCounts{}},
 	} {
 		if got[c.source] != c.want {
