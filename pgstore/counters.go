@@ -156,6 +156,16 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 	return nil
 }
 
+// pruneMinutes deletes the counts per minute before before (schema 13):
+// the recent windows read the last day's. One short write on
+// minutely_minute.
+func (s *Store) pruneMinutes(ctx context.Context, before time.Time) error {
+	return s.pruneWrite(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM minutely WHERE minute < $1`, before)
+		return err
+	})
+}
+
 // foldCounts folds the count rows of server processes that are gone into
 // one row per count (hw_fold_counts, migrations/0007_counter_rows.sql):
 // without it each new connection would add rows that every read sums.

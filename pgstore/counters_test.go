@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
 
 // fullCount counts what Stats and Hourly must say by reading every row,
@@ -17,6 +20,7 @@ import (
 func fullCount(t *testing.T, s *Store, now time.Time) (hookwarden.Stats, map[string][]hookwarden.HourCount) {
 	t.Helper()
 	checkLeaseMirror(t, s, "this step")
+	checkMinutely(t, s, now)
 	ctx := context.Background()
 	out := hookwarden.Stats{At: now}
 	src := map[string]*hookwarden.SourceStats{}
@@ -277,4 +281,90 @@ func TestCountersFollowRows(t *testing.T) {
 func withTime(r *hookwarden.Receipt, at time.Time) *hookwarden.Receipt {
 	r.ReceivedAt = at
 	return r
+}
+
+// checkMinutely fails unless the counts per minute of each hour whose
+// minutes are all kept (hookwarden.MinuteCountsKeep before now) add up to
+// the hour's count, shards summed: both count what was recorded, and the
+// counters case checks hourly against the rows.
+func checkMinutely(t *testing.T, s *Store, now time.Time) {
+	t.Helper()
+	hour := now.Add(-hookwarden.MinuteCountsKeep).UTC()
+	if h := hour.Truncate(time.Hour); h.Before(hour) {
+		hour = h.Add(time.Hour)
+	}
+	rows, err := s.pool.Query(context.Background(), `
+WITH m AS (SELECT source, date_trunc('hour', minute, 'UTC') AS hour, sum(accepted) AS a, sum(duplicates) AS d FROM minutely
+	WHERE minute >= $1 GROUP BY 1, 2 HAVING sum(accepted) <> 0 OR sum(duplicates) <> 0),
+h AS (SELECT source, hour, sum(accepted) AS a, sum(duplicates) AS d FROM hourly
+	WHERE hour >= $1 GROUP BY 1, 2 HAVING sum(accepted) <> 0 OR sum(duplicates) <> 0)
+SELECT 'minutely', * FROM (SELECT * FROM m EXCEPT SELECT * FROM h) x
+UNION ALL SELECT 'hourly', * FROM (SELECT * FROM h EXCEPT SELECT * FROM m) y`, hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var side, source string
+		var h time.Time
+		var a, d int64
+		if err := rows.Scan(&side, &source, &h, &a, &d); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("minutely and hourly differ: %s alone has %s %s accepted %d duplicates %d", side, source, h.UTC(), a, d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMigration13CountsRecentMinutes: a store of schema 12 gets the counts
+// per minute of its last 26 hours (by the database's clock) when 0013
+// runs, and a prune pass later deletes the minutes older than that.
+func TestMigration13CountsRecentMinutes(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Database(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Minute).Add(30 * time.Second)
+	clock := now.Add(-30 * time.Hour)
+	s := open(t, url, Options{Now: func() time.Time { return clock }})
+	rec := func(id, body string) {
+		t.Helper()
+		r := receipt("std", id, body)
+		r.ReceivedAt = clock
+		if _, err := s.Record(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec("e_30h", `{"n":0}`) // older than the minutes kept
+	clock = now.Add(-23*time.Hour - 40*time.Minute)
+	rec("e_day", `{"n":1}`)
+	rec("e_day", `{"n":1}`)
+	clock = now.Add(-30 * time.Minute)
+	rec("e_hour", `{"n":2}`)
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE minutely; DROP TRIGGER minute_events ON events;
+		DROP TRIGGER minute_receipts ON receipts; DROP TRIGGER minute_links ON receipt_events;
+		DROP FUNCTION hw_minute_events(); DROP FUNCTION hw_minute_receipts(); DROP FUNCTION hw_minute_links();
+		UPDATE schema_version SET version = 12`); err != nil {
+		t.Fatal(err)
+	}
+	clock = now
+	s = open(t, url, Options{Now: func() time.Time { return clock }}) // migrates
+	got, err := s.RecentCounts(ctx, []string{"std"}, now.Add(-time.Hour), now.Add(-24*time.Hour))
+	if want := [2]hookwarden.WindowCounts{{Accepted: 1}, {Accepted: 2, Duplicates: 1}}; err != nil || got["std"] != want {
+		t.Fatalf("after 0013: %+v, %v; want %+v", got["std"], err, want)
+	}
+	clock = now.Add(3 * time.Hour)
+	if _, err := s.Prune(ctx, hookwarden.PruneOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var left []time.Time
+	rows, err := s.Pool().Query(ctx, `SELECT DISTINCT minute FROM minutely ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err = pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil || len(left) != 1 || !left[0].Equal(now.Add(-30*time.Minute).Truncate(time.Minute)) {
+		t.Fatalf("minutes after a pass 3 h on: %v (%v), want e_hour's alone", left, err)
+	}
 }

@@ -115,6 +115,10 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 		if _, err := tx.Exec(ctx, `UPDATE prune_cursor SET id = $1 WHERE name = 'events'`, l.Folded); err != nil {
 			return err
 		}
+		// The counts per minute a prune would have left.
+		if _, err := tx.Exec(ctx, `DELETE FROM minutely WHERE minute < $1`, now.Add(-hookwarden.MinuteCountsKeep)); err != nil {
+			return err
+		}
 		// The ids were given: the next claim takes the one after.
 		for _, t := range []string{"events", "receipts", "jobs", "attempts"} {
 			if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('`+t+`', 'id'), (SELECT max(id) FROM `+t+`))
@@ -130,7 +134,7 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 	if err := s.foldAllCounts(ctx); err != nil {
 		return fmt.Errorf("fill history: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) events, receipts, jobs, attempts, counters, hourly, pruned_totals`); err != nil {
+	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) events, receipts, jobs, attempts, counters, hourly, minutely, pruned_totals`); err != nil {
 		return fmt.Errorf("fill history: vacuum: %w", err)
 	}
 	return nil

@@ -151,8 +151,8 @@ func TestOperatorReadPlans(t *testing.T) {
 	stmts = append(stmts,
 		stmt{"pairs of all sources", typePairsSQL, []any{2*maxTypePairs + 1}},
 		stmt{"pairs of a source", typeOfSourcePairsSQL, []any{2*maxTypePairs + 1, "std", "t."}},
-		stmt{"recent counts", recentCountsSQL, []any{srcs, hour, day}},
-		stmt{"recent counts on the hour", recentCountsSQL, []any{srcs, end.Truncate(time.Hour), end.Truncate(time.Hour).Add(-24 * time.Hour)}},
+		stmt{"recent counts", recentCountsSQL, windows(end, srcs, hour, day)},
+		stmt{"recent counts on the hour", recentCountsSQL, windows(end, srcs, end.Truncate(time.Hour), end.Truncate(time.Hour).Add(-24*time.Hour))},
 		stmt{"last accepted", lastAcceptedSQL, []any{srcs}},
 		stmt{"silences: first and last request", requestBoundsSQL, []any{"std", end.Add(-7 * 24 * time.Hour)}},
 		stmt{"silences: the walk", requestGapsSQL, []any{"std", end.Add(-7 * 24 * time.Hour), time.Hour}},
@@ -356,4 +356,12 @@ func TestListByJobsWalk(t *testing.T) {
 			}
 		}
 	}
+}
+
+// windows is recentCountsSQL's arguments for the bounds hour and day read
+// at now.
+func windows(now time.Time, srcs []string, hour, day time.Time) []any {
+	hs, hw := hookwarden.WindowStart(now, hour)
+	ds, dw := hookwarden.WindowStart(now, day)
+	return []any{srcs, hs, hw, ds, dw}
 }

@@ -61,7 +61,7 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 	return hookwarden.PrunePass(ctx, opt, now, hookwarden.PruneSteps{
 		Audit: s.Audit, Claims: s.pruneClaims, BodyKeys: s.pruneBodyKeys, Hourly: s.pruneHourly,
 		Quarantine: s.pruneQuarantine, Tokens: s.pruneTokens, Payloads: s.prunePayloads, CountHeld: s.countHeld,
-		Tidy: s.foldCounts,
+		Minutes: s.pruneMinutes, Tidy: s.foldCounts,
 		AuditResult: func(ctx context.Context, id int64, res hookwarden.PruneResult) error {
 			return s.write(ctx, func(ctx context.Context, tx pgx.Tx) error { return auditResultTx(ctx, tx, id, res) })
 		},

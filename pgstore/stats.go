@@ -71,51 +71,25 @@ func (s *Store) LastAccepted(ctx context.Context, sources []string) (map[string]
 }
 
 // recentCountsSQL counts, per source ($1), the events claimed and the
-// repeats received since each bound ($2: the hour, $3: the day; w is 0 and
-// 1). The whole hours of a window come from hourly (a range of its key per
-// source); only the part of its first hour after the bound, when the bound
-// is not on the hour, is counted from rows: the events from the least
-// first_ref of that hour on, up to the first claim two hours later, in one
-// walk of the primary key for all sources; the repeats on receipts'
-// (source, received_at) index. Each walk is at most two hours of traffic,
-// whatever the history holds.
+// repeats received in each window (w 0: the hour, from $2 with whole hours
+// from $3; w 1: the day, $4 and $5; hookwarden.WindowStart): the whole
+// hours from hourly, the minutes before them from minutely, each a range
+// of its key per source.
 const recentCountsSQL = `
-WITH x AS (
-	SELECT w, since, first, CASE WHEN first = since THEN first ELSE first + interval '1 hour' END AS whole
-	FROM (VALUES (0, $2::timestamptz), (1, $3::timestamptz)) AS v(w, since)
-		CROSS JOIN LATERAL (SELECT date_trunc('hour', since, 'UTC') AS first) f),
-b AS (
-	SELECT w, since, whole,
-		(SELECT min(first_ref) FROM hourly WHERE source = ANY ($1::text[]) AND hour = x.first) AS lo,
-		COALESCE((SELECT min(first_ref) FROM hourly WHERE hour >= x.first + interval '2 hours'), 9223372036854775807) AS hi
-	FROM x WHERE whole > since),
-e AS (
-	SELECT b.w, ev.source, count(*) AS n
-	FROM b JOIN events ev ON ev.id >= b.lo AND ev.id < b.hi
-	WHERE ev.claimed_at >= b.since AND ev.claimed_at < b.whole AND ev.source = ANY ($1::text[])
-	GROUP BY b.w, ev.source)
-SELECT s, x.w, h.a + COALESCE(e.n, 0), h.d + r.n + bt.n
+SELECT s, x.w, h.a + m.a, h.d + m.d
 FROM unnest($1::text[]) AS s
-	CROSS JOIN x
-	LEFT JOIN e ON e.w = x.w AND e.source = s
+	CROSS JOIN (VALUES (0, $2::timestamptz, $3::timestamptz), (1, $4::timestamptz, $5::timestamptz)) AS x(w, start, whole)
 	CROSS JOIN LATERAL (SELECT COALESCE(sum(accepted), 0)::bigint AS a, COALESCE(sum(duplicates), 0)::bigint AS d
 		FROM hourly WHERE source = s AND hour >= x.whole) h
-	CROSS JOIN LATERAL (SELECT count(*) AS n FROM receipts
-		WHERE source = s AND received_at >= x.since AND received_at < x.whole
-			AND kind IN ('duplicate', 'divergent')) r
-	CROSS JOIN LATERAL (SELECT count(*) AS n FROM receipts rb JOIN receipt_events re ON re.receipt_id = rb.id
-		WHERE rb.source = s AND rb.received_at >= x.since AND rb.received_at < x.whole
-			AND rb.kind = 'batch' AND re.kind <> 'accepted') bt`
+	CROSS JOIN LATERAL (SELECT COALESCE(sum(accepted), 0)::bigint AS a, COALESCE(sum(duplicates), 0)::bigint AS d
+		FROM minutely WHERE source = s AND minute >= x.start AND minute < x.whole) m`
 
 // RecentCounts counts each source's accepted events and duplicates since
-// hour ([0]) and since day ([1]), for the dashboard, from the hourly counts
-// and at most an hour of rows per window (recentCountsSQL). The hourly
-// counts only add: a repeat in the window whose receipt retention has
-// deleted since still counts, as on SQLite. The part of the first hour is
-// counted from rows, so a window's edge is exact to the microsecond, not
-// rounded to its hour; its walk relies on ids growing with time to within
-// two hours (an instance's clock skew plus its delay from receipt to
-// insert must stay under that).
+// hour ([0]) and since day ([1]), for the dashboard, from the start of each
+// bound's minute (hookwarden.WindowStart): the whole hours of a window
+// from hourly, the minutes of its first hour from minutely (schema 13),
+// never the rows of that hour. Both only add: a repeat in the window whose
+// receipt retention has deleted since still counts, as on SQLite.
 func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day time.Time) (map[string][2]hookwarden.WindowCounts, error) {
 	out := make(map[string][2]hookwarden.WindowCounts, len(sources))
 	if len(sources) == 0 {
@@ -123,7 +97,13 @@ func (s *Store) RecentCounts(ctx context.Context, sources []string, hour, day ti
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, recentCountsSQL, sources, hour.UTC(), day.UTC())
+	now := time.Now()
+	if s.opts.Now != nil {
+		now = s.opts.Now()
+	}
+	hs, hw := hookwarden.WindowStart(now, hour)
+	ds, dw := hookwarden.WindowStart(now, day)
+	rows, err := s.pool.Query(ctx, recentCountsSQL, sources, hs, hw, ds, dw)
 	if err != nil {
 		return nil, fmt.Errorf("recent counts: %w", err)
 	}

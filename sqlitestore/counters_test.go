@@ -304,7 +304,7 @@ func TestMigration14CountsRecentMinutes(t *testing.T) {
 	}
 	o := &ops{t: t, s: s, clock: c, ctx: ctx}
 	o.record("stripe", "evt_30h", `{"n":0}`) // older than the minutes kept
-	c.Add(6*time.Hour + 20*time.Minute)       // 23 h 40 min before now
+	c.Add(6*time.Hour + 20*time.Minute)      // 23 h 40 min before now
 	o.record("stripe", "evt_day", `{"n":1}`)
 	o.record("stripe", "evt_day", `{"n":1}`)
 	o.recordBatch("sendgrid", "sendgrid/app", "sg1", "sg2")

@@ -21,7 +21,11 @@ import (
 // leased, kept by triggers too: a copy into PostgreSQL fills it as it
 // writes the jobs, and SQLite has no such table (its leases are counted on
 // jobs_due), so an export taken while deliveries are in flight leaves it.
-var derived = map[string]bool{"counters": true, "hourly": true, "job_leases": true}
+//
+// minutely (SQLite's schema 14, PostgreSQL's 13) is counted the same way by
+// the destination's triggers as the copy writes the rows; the minutes of a
+// day ago and older go with the destination's next prune pass.
+var derived = map[string]bool{"counters": true, "hourly": true, "job_leases": true, "minutely": true}
 
 // hourText is how SQLite's hourly keys an hour.
 const hourText = "2006-01-02T15"
