@@ -20,15 +20,33 @@ CREATE TABLE minutely (
 -- (an upsert of a count leaves it alone).
 CREATE INDEX minutely_minute ON minutely (minute);
 
-CREATE TRIGGER count_event_minute AFTER INSERT ON events BEGIN
+-- The minutes are one more statement in each counting trigger of schema
+-- 12 (a trigger of their own cost the writer 5 µs more a request than
+-- this: each trigger runs as a program of its own).
+DROP TRIGGER count_event_insert;
+CREATE TRIGGER count_event_insert AFTER INSERT ON events BEGIN
+    INSERT INTO counters (name, kind, n) VALUES (NEW.source, 'accepted', 1)
+        ON CONFLICT (name, kind) DO UPDATE SET n = n + 1;
+    INSERT INTO hourly (source, hour, accepted, first_ref) VALUES (NEW.source, substr(NEW.claimed_at, 1, 13), 1, NEW.id)
+        ON CONFLICT (source, hour) DO UPDATE SET accepted = accepted + 1, first_ref = COALESCE(first_ref, excluded.first_ref);
     INSERT INTO minutely (source, minute, accepted) VALUES (NEW.source, substr(NEW.claimed_at, 1, 16), 1)
         ON CONFLICT (source, minute) DO UPDATE SET accepted = accepted + 1;
 END;
-CREATE TRIGGER count_receipt_minute AFTER INSERT ON receipts WHEN NEW.kind IN ('duplicate', 'divergent') BEGIN
+DROP TRIGGER count_receipt_insert;
+CREATE TRIGGER count_receipt_insert AFTER INSERT ON receipts WHEN NEW.kind IN ('duplicate', 'divergent') BEGIN
+    INSERT INTO counters (name, kind, n) VALUES (NEW.source, NEW.kind, 1)
+        ON CONFLICT (name, kind) DO UPDATE SET n = n + 1;
+    INSERT INTO hourly (source, hour, duplicates) VALUES (NEW.source, substr(NEW.received_at, 1, 13), 1)
+        ON CONFLICT (source, hour) DO UPDATE SET duplicates = duplicates + 1;
     INSERT INTO minutely (source, minute, duplicates) VALUES (NEW.source, substr(NEW.received_at, 1, 16), 1)
         ON CONFLICT (source, minute) DO UPDATE SET duplicates = duplicates + 1;
 END;
-CREATE TRIGGER count_link_minute AFTER INSERT ON receipt_events WHEN NEW.kind IN ('duplicate', 'divergent') BEGIN
+DROP TRIGGER count_link_insert;
+CREATE TRIGGER count_link_insert AFTER INSERT ON receipt_events WHEN NEW.kind IN ('duplicate', 'divergent') BEGIN
+    INSERT INTO counters (name, kind, n) SELECT source, NEW.kind, 1 FROM receipts WHERE id = NEW.receipt_id
+        ON CONFLICT (name, kind) DO UPDATE SET n = n + 1;
+    INSERT INTO hourly (source, hour, duplicates) SELECT source, substr(received_at, 1, 13), 1 FROM receipts WHERE id = NEW.receipt_id
+        ON CONFLICT (source, hour) DO UPDATE SET duplicates = duplicates + 1;
     INSERT INTO minutely (source, minute, duplicates) SELECT source, substr(received_at, 1, 16), 1 FROM receipts WHERE id = NEW.receipt_id
         ON CONFLICT (source, minute) DO UPDATE SET duplicates = duplicates + 1;
 END;
