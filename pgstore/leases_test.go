@@ -228,10 +228,7 @@ func TestJobLeasesMigration(t *testing.T) {
 	}
 	// Back to schema 11, as the store was before 0012 (and 13): then three
 	// leases.
-	if _, err := s.Pool().Exec(ctx, `DROP TABLE minutely; DROP TRIGGER minute_events ON events;
-		DROP TRIGGER minute_receipts ON receipts; DROP TRIGGER minute_links ON receipt_events;
-		DROP FUNCTION hw_minute_events(); DROP FUNCTION hw_minute_receipts(); DROP FUNCTION hw_minute_links();
-		DROP TABLE job_leases; DROP TRIGGER job_leases_insert ON jobs;
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE minutely; DROP TABLE job_leases; DROP TRIGGER job_leases_insert ON jobs;
 		DROP TRIGGER job_leases_update ON jobs; DROP TRIGGER job_leases_delete ON jobs; DROP FUNCTION hw_job_lease();
 		UPDATE schema_version SET version = 11`); err != nil {
 		t.Fatal(err)
