@@ -71,14 +71,20 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- The minutes of the last 26 hours already in the store, in shard 0.
+-- The minutes of the last 26 hours already in the store, in shard 0: the
+-- claims from the first one of those hours (hourly's first_ref) on, the
+-- receipts on (source, received_at) per source that hourly knows.
 INSERT INTO minutely (source, minute, shard, accepted, duplicates)
 SELECT source, minute, 0, sum(a), sum(d) FROM (
     SELECT source, date_trunc('minute', claimed_at, 'UTC') AS minute, count(*) AS a, 0 AS d FROM events
-        WHERE claimed_at >= now() - interval '26 hours' GROUP BY 1, 2
+        WHERE id >= COALESCE((SELECT min(first_ref) FROM hourly WHERE hour >= date_trunc('hour', now() - interval '26 hours', 'UTC')),
+                9223372036854775807)
+            AND claimed_at >= now() - interval '26 hours' GROUP BY 1, 2
     UNION ALL SELECT source, date_trunc('minute', received_at, 'UTC'), 0, count(*) FROM receipts
-        WHERE received_at >= now() - interval '26 hours' AND kind IN ('duplicate', 'divergent') GROUP BY 1, 2
+        WHERE source IN (SELECT DISTINCT source FROM hourly) AND received_at >= now() - interval '26 hours'
+            AND kind IN ('duplicate', 'divergent') GROUP BY 1, 2
     UNION ALL SELECT r.source, date_trunc('minute', r.received_at, 'UTC'), 0, count(*) FROM receipts r
         JOIN receipt_events re ON re.receipt_id = r.id
-        WHERE r.received_at >= now() - interval '26 hours' AND re.kind IN ('duplicate', 'divergent') GROUP BY 1, 2) c
+        WHERE r.source IN (SELECT DISTINCT source FROM hourly) AND r.received_at >= now() - interval '26 hours'
+            AND re.kind IN ('duplicate', 'divergent') GROUP BY 1, 2) c
 GROUP BY source, minute;

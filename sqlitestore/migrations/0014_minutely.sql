@@ -52,14 +52,18 @@ CREATE TRIGGER count_link_insert AFTER INSERT ON receipt_events WHEN NEW.kind IN
 END;
 
 -- The minutes of the last 26 hours already in the file (by the wall
--- clock; the index of claim times and the unpruned receipts' bodies bound
--- the reads).
+-- clock): the claims from the first one of those hours (hourly's
+-- first_ref) on, and the receipts on (source, received_at) per source
+-- that hourly knows.
 INSERT INTO minutely (source, minute, accepted, duplicates)
 SELECT source, minute, sum(a), sum(d) FROM (
     SELECT source, substr(claimed_at, 1, 16) AS minute, count(*) AS a, 0 AS d FROM events
-        WHERE claimed_at >= strftime('%Y-%m-%dT%H:%M', 'now', '-26 hours') GROUP BY 1, 2
+        WHERE id >= COALESCE((SELECT min(first_ref) FROM hourly WHERE hour >= strftime('%Y-%m-%dT%H', 'now', '-26 hours')), 1 << 62)
+            AND claimed_at >= strftime('%Y-%m-%dT%H:%M', 'now', '-26 hours') GROUP BY 1, 2
     UNION ALL SELECT source, substr(received_at, 1, 16), 0, count(*) FROM receipts
-        WHERE received_at >= strftime('%Y-%m-%dT%H:%M', 'now', '-26 hours') AND kind IN ('duplicate', 'divergent') GROUP BY 1, 2
+        WHERE source IN (SELECT DISTINCT source FROM hourly) AND received_at >= strftime('%Y-%m-%dT%H:%M', 'now', '-26 hours')
+            AND kind IN ('duplicate', 'divergent') GROUP BY 1, 2
     UNION ALL SELECT r.source, substr(r.received_at, 1, 16), 0, count(*) FROM receipts r JOIN receipt_events re ON re.receipt_id = r.id
-        WHERE r.received_at >= strftime('%Y-%m-%dT%H:%M', 'now', '-26 hours') AND re.kind IN ('duplicate', 'divergent') GROUP BY 1, 2)
+        WHERE r.source IN (SELECT DISTINCT source FROM hourly) AND r.received_at >= strftime('%Y-%m-%dT%H:%M', 'now', '-26 hours')
+            AND re.kind IN ('duplicate', 'divergent') GROUP BY 1, 2)
 WHERE true GROUP BY source, minute;
