@@ -185,20 +185,7 @@ func TestOperatorReadPlans(t *testing.T) {
 		for i := range args {
 			args[i] = "x"
 		}
-		rows, err := s.DB().QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, c.q, args...)
 		for _, line := range plan {
 			if m := history.FindStringSubmatch(line); m != nil && !allowed.MatchString(line) {
 				t.Errorf("%s reads a table that grows with the history: %q\nplan: %q", c.name, line, plan)
@@ -265,21 +252,7 @@ func TestRequestGapsJumpsAsRowsSay(t *testing.T) {
 // range of jobs_due after now, not the destination's whole backlog (which
 // the plan test above allows any listing of the backlog).
 func TestDestinationCountsSkipTheDueBacklog(t *testing.T) {
-	s := MustOpen(t, Options{})
-	rows, err := s.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+destinationCountsSQL, "x", "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, notused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
+	plan := queryPlan(t, MustOpen(t, Options{}), destinationCountsSQL, "x", "x")
 	want := []string{"SEARCH counters USING PRIMARY KEY (name=? AND kind=?)", "SEARCH jobs USING INDEX jobs_due (destination=? AND next_at>?)"}
 	for _, w := range want {
 		if !slices.Contains(plan, w) {
@@ -369,4 +342,27 @@ func TestMigration14CountsRecentMinutes(t *testing.T) {
 	if want := []string{"sendgrid " + minuteOf(now.Add(-30*time.Minute)), "stripe " + minuteOf(now.Add(-30*time.Minute))}; !slices.Equal(left, want) {
 		t.Errorf("minutes after a pass 3 h on: %q, want %q", left, want)
 	}
+}
+
+// queryPlan is the detail column of EXPLAIN QUERY PLAN q, one line a step.
+func queryPlan(t *testing.T, s *Store, q string, args ...any) []string {
+	t.Helper()
+	rows, err := s.DB().QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, q)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
