@@ -54,11 +54,7 @@ func TestMigration12CountsExistingRows(t *testing.T) {
 	}
 
 	// Back to schema 11: the rows as a schema 11 file holds them.
-	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	execRaw(t, path,
 		`DROP TRIGGER count_event_insert`, `DROP TRIGGER count_event_delete`,
 		`DROP TRIGGER count_receipt_insert`, `DROP TRIGGER count_receipt_delete`,
 		`DROP TRIGGER count_link_insert`, `DROP TRIGGER count_link_delete`,
@@ -67,12 +63,7 @@ func TestMigration12CountsExistingRows(t *testing.T) {
 		`DROP TABLE counters`, `DROP TABLE hourly`, `DROP INDEX events_source_type`,
 		`DROP INDEX jobs_dead_id`, `DROP INDEX jobs_dead_event`, // and schema 13's
 		`DROP TABLE minutely`, `PRAGMA user_version = 11`, // and 14's
-	} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	raw.Close()
+	)
 
 	s, err = Open(ctx, path, Options{Now: c.Now})
 	if err != nil {
@@ -285,18 +276,9 @@ func TestMigration14CountsRecentMinutes(t *testing.T) {
 	o.record("stripe", "evt_hour", `{"n":2}`)
 	s.Close()
 
-	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Schema 13's file: no minutely (0014 writes the counting triggers
 	// anew).
-	for _, q := range []string{`DROP TABLE minutely`, `PRAGMA user_version = 13`} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	raw.Close()
+	execRaw(t, path, `DROP TABLE minutely`, `PRAGMA user_version = 13`)
 
 	c.Add(30 * time.Minute)
 	if s, err = Open(ctx, path, Options{Now: c.Now}); err != nil {
@@ -365,4 +347,20 @@ func queryPlan(t *testing.T, s *Store, q string, args ...any) []string {
 		t.Fatal(err)
 	}
 	return plan
+}
+
+// execRaw runs qs on the file at path through a connection of its own, as
+// an older build would have left it: the upgrade tests take a file back.
+func execRaw(t *testing.T, path string, qs ...string) {
+	t.Helper()
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for _, q := range qs {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 }

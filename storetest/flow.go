@@ -114,8 +114,8 @@ func testManualPause(t *testing.T, h Harness) {
 
 // testDestinationCounts: Destinations' pending counts every pending job of
 // the destination and in_flight the leases that have not expired: not a
-// retry waiting for its time, not a lease that expired, not a job handed
-// nowhere, not another destination's.
+// retry waiting for its time, not a lease that expired, not another
+// destination's.
 func testDestinationCounts(t *testing.T, h Harness) {
 	f := setup(t, h)
 	for i := range 6 {
