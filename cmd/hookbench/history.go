@@ -32,7 +32,8 @@ type historyReport struct {
 	Claims       int       `json:"claims"`
 	Payloads     int       `json:"payloads"`
 	BuildSeconds float64   `json:"build_seconds"`
-	DBBytes      int64     `json:"db_bytes"` // the file, or pg_database_size
+	ReusedFrom   string    `json:"reused_from,omitempty"` // -history-from: no build, BuildSeconds 0
+	DBBytes      int64     `json:"db_bytes"`              // the file, or pg_database_size
 	Fresh        *storeRun `json:"fresh"`
 	History      *storeRun `json:"history"`
 	// Restart is the first 10 s of load after a restart with the file
@@ -69,12 +70,21 @@ func (b *bench) historyOptions(st historyStore) hwOptions {
 // at 64 connections: each round is a new serve process, and the rounds
 // measure the store, not its restart.
 func (b *bench) loadOnly(ctx context.Context, st historyStore) (loadResult, error) {
+	return b.loadProfiled(ctx, st, "")
+}
+
+// loadProfiled is loadOnly, serving under serve-profiled when the run has
+// -profile and tag is set: the round's CPU profile is kept there as
+// tag.cpu.pprof.
+func (b *bench) loadProfiled(ctx context.Context, st historyStore, tag string) (loadResult, error) {
 	o := b.o
 	var from int64
 	if fi, err := os.Stat(filepath.Join(st.dir, "serve.log")); err == nil {
 		from = fi.Size()
 	}
-	s, err := startHookwarden(ctx, b.historyOptions(st))
+	opts := b.historyOptions(st)
+	opts.profile = o.profile != "" && tag != ""
+	s, err := startHookwarden(ctx, opts)
 	if err != nil {
 		return loadResult{}, err
 	}
@@ -87,6 +97,11 @@ func (b *bench) loadOnly(ctx context.Context, st historyStore) (loadResult, erro
 	b.sink.releaseAll()
 	err = s.stop()
 	b.sink.rehold()
+	if err == nil && opts.profile {
+		if err = os.MkdirAll(o.profile, 0o755); err == nil {
+			err = copyFile(filepath.Join(st.dir, "cpu.pprof"), filepath.Join(o.profile, tag+".cpu.pprof"))
+		}
+	}
 	return res, err
 }
 
@@ -281,21 +296,30 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 		return h, err
 	}
 	db := filepath.Join(hist.dir, "hookwarden.db")
-	b.printf("  building %d claims through the store's bulk path ...\n", h.Claims)
 	start := time.Now()
-	target := []string{"--db", db}
-	if hist.url != "" {
-		target = []string{"--url", hist.url}
-	}
-	cmd := exec.CommandContext(ctx, o.bin, append(append([]string{"bench-history"}, target...), "--claims", strconv.Itoa(h.Claims),
-		"--payloads", strconv.Itoa(h.Payloads), "--body", strconv.Itoa(o.body))...)
-	cmd.Stderr = os.Stderr
-	if out, err := cmd.Output(); err != nil {
-		return h, fmt.Errorf("bench-history: %w", err)
+	if o.historyFrom != "" && cluster == nil {
+		// A store built before: the build is not measured, the store is.
+		b.printf("  copying the history %s (its build not measured) ...\n", o.historyFrom)
+		if err := copyFile(o.historyFrom, db); err != nil {
+			return h, fmt.Errorf("-history-from: %w", err)
+		}
+		h.ReusedFrom = o.historyFrom
 	} else {
+		b.printf("  building %d claims through the store's bulk path ...\n", h.Claims)
+		target := []string{"--db", db}
+		if hist.url != "" {
+			target = []string{"--url", hist.url}
+		}
+		cmd := exec.CommandContext(ctx, o.bin, append(append([]string{"bench-history"}, target...), "--claims", strconv.Itoa(h.Claims),
+			"--payloads", strconv.Itoa(h.Payloads), "--body", strconv.Itoa(o.body))...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return h, fmt.Errorf("bench-history: %w", err)
+		}
 		b.printf("  built in %s\n", strings.TrimSpace(string(out)))
+		h.BuildSeconds = round3(time.Since(start).Seconds())
 	}
-	h.BuildSeconds = round3(time.Since(start).Seconds())
 	// The build's writes on disk before anything is measured: a store
 	// that old would have been checkpointed long since, and a checkpoint
 	// or the kernel's writeback of gigabytes during the rounds measures the
@@ -343,11 +367,13 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	var fl, hl []loadResult
 	for r := 1; r <= o.rounds; r++ {
 		for _, x := range []struct {
+			name string
 			st   historyStore
 			into *[]loadResult
 			wal  *[]*walStat
-		}{{fresh, &fl, &h.FreshWAL}, {hist, &hl, &h.HistoryWAL}} {
-			res, w, err := walDuring(ctx, x.st.url, func() (loadResult, error) { return b.loadOnly(ctx, x.st) })
+		}{{"fresh", fresh, &fl, &h.FreshWAL}, {"history", hist, &hl, &h.HistoryWAL}} {
+			tag := fmt.Sprintf("history-%s-%s-%d", h.Store, x.name, r)
+			res, w, err := walDuring(ctx, x.st.url, func() (loadResult, error) { return b.loadProfiled(ctx, x.st, tag) })
 			if err != nil {
 				return h, err
 			}

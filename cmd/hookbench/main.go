@@ -88,6 +88,9 @@ type options struct {
 
 	historyClaims, historyPayloads, historyReps int
 	historyStores                               string
+	// historyFrom is a SQLite history built before by bench-history, copied
+	// in place of the build (to measure a change against the same store).
+	historyFrom string
 }
 
 var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "history", "profile"}
@@ -124,6 +127,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.historyPayloads, "history-payloads", 1_000_000, "of which the newest keep their payloads (receipt, delivered job)")
 	fs.IntVar(&o.historyReps, "history-reps", 5, "times each operator read is timed in the history phase (the median is reported)")
 	fs.StringVar(&o.historyStores, "history-stores", "sqlite,postgres", "stores the history phase measures, in this order (postgres needs PostgreSQL's binaries)")
+	fs.StringVar(&o.historyFrom, "history-from", "", "a SQLite file `hookwarden bench-history --db` wrote, copied for the SQLite history instead of a build (its -history-claims and -history-payloads are the file's)")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err}
@@ -158,6 +162,11 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			return nil, usageError{fmt.Errorf("-history-stores: unknown store %q; want sqlite, postgres or both", st)}
 		}
 	}
+	if o.historyFrom != "" {
+		if _, err := os.Stat(o.historyFrom); err != nil {
+			return nil, usageError{fmt.Errorf("-history-from: %w", err)}
+		}
+	}
 	if o.rounds < 1 || o.dup < 0 || o.dup >= 1 || o.body < 256 {
 		return nil, usageError{errors.New("want -rounds >= 1, 0 <= -dup < 1, -body >= 256")}
 	}
@@ -173,6 +182,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.profile == "" {
 		delete(o.phases, "profile")
+	}
+	if o.profile != "" && !o.phases["profile"] && !o.phases["history"] {
+		return nil, usageError{errors.New("-profile: the phases profile or history write profiles; neither runs")}
 	}
 	return o, nil
 }
