@@ -50,9 +50,25 @@ type historyReport struct {
 	// and its CHECKPOINT, and on PostgreSQL the loads that followed until
 	// its claims stopped writing whole pages to the WAL.
 	AfterCheckpoint *checkpointRun `json:"after_checkpoint,omitempty"`
+	// Compacted is the history store copied by `hookwarden backup` (SQLite's
+	// VACUUM INTO: each index in one run of pages), measured in the same
+	// rounds (-history-compacted, SQLite only).
+	Compacted *compactedRun `json:"compacted,omitempty"`
 	// FreshWAL and HistoryWAL are PostgreSQL's WAL in each round.
 	FreshWAL   []*walStat `json:"fresh_wal,omitempty"`
 	HistoryWAL []*walStat `json:"history_wal,omitempty"`
+}
+
+// compactedRun is the history store after `hookwarden backup`: what a
+// compaction in a maintenance window gives back (docs/operations.md).
+type compactedRun struct {
+	BackupSeconds float64      `json:"backup_seconds"`
+	DBBytes       int64        `json:"db_bytes"`
+	Rounds        []loadResult `json:"rounds"`
+	Acks          float64      `json:"acks_per_sec"` // median of the rounds
+	P99           float64      `json:"p99_ms"`
+	AcksRatio     float64      `json:"acks_ratio"` // to the fresh store's medians
+	P99Ratio      float64      `json:"p99_ratio"`
 }
 
 // historyStore is one store of the history phase: a SQLite file in dir,
@@ -341,6 +357,12 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 		h.DBBytes = fi.Size()
 	}
 	b.printf("  build %.0fs, store %.0f MiB\n", h.BuildSeconds, float64(h.DBBytes)/(1<<20))
+	var comp historyStore
+	if cluster == nil && o.historyCompacted {
+		if comp, h.Compacted, err = b.compactHistory(ctx, db); err != nil {
+			return h, err
+		}
+	}
 	// The first load after the build follows its CHECKPOINT, as every
 	// store's load follows its server's last one: on PostgreSQL each claim
 	// then changes a leaf of the claim index not changed since, and writes
@@ -365,13 +387,19 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	// loads measureStore ran before its reads are not among them (the
 	// fresh store's ran before the build).
 	var fl, hl []loadResult
+	type storeRounds struct {
+		name string
+		st   historyStore
+		into *[]loadResult
+		wal  *[]*walStat
+	}
+	stores := []storeRounds{{"fresh", fresh, &fl, &h.FreshWAL}, {"history", hist, &hl, &h.HistoryWAL}}
+	if h.Compacted != nil {
+		var none []*walStat
+		stores = append(stores, storeRounds{"compacted", comp, &h.Compacted.Rounds, &none})
+	}
 	for r := 1; r <= o.rounds; r++ {
-		for _, x := range []struct {
-			name string
-			st   historyStore
-			into *[]loadResult
-			wal  *[]*walStat
-		}{{"fresh", fresh, &fl, &h.FreshWAL}, {"history", hist, &hl, &h.HistoryWAL}} {
+		for _, x := range stores {
 			tag := fmt.Sprintf("history-%s-%s-%d", h.Store, x.name, r)
 			res, w, err := walDuring(ctx, x.st.url, func() (loadResult, error) { return b.loadProfiled(ctx, x.st, tag) })
 			if err != nil {
@@ -383,6 +411,9 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 			}
 		}
 		b.printf("  round %d: fresh %s\n           history %s\n", r, fl[len(fl)-1], hl[len(hl)-1])
+		if c := h.Compacted; c != nil {
+			b.printf("           compacted %s\n", c.Rounds[len(c.Rounds)-1])
+		}
 		if cluster != nil {
 			b.printf("           fresh   %s\n           history %s\n", h.FreshWAL[len(h.FreshWAL)-1], h.HistoryWAL[len(h.HistoryWAL)-1])
 		}
@@ -397,6 +428,15 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	}
 	b.printf("  => history/fresh (medians of %d rounds): acks %.0f/%.0f = %.2f, p99 %.1f/%.1f ms = %.2f\n",
 		len(fl), h.HistoryAcks, h.FreshAcks, h.AcksRatio, h.HistoryP99, h.FreshP99, h.P99Ratio)
+	if c := h.Compacted; c != nil {
+		c.Acks = medianOf(c.Rounds, func(l loadResult) float64 { return l.AcksPerSec })
+		c.P99 = medianOf(c.Rounds, func(l loadResult) float64 { return l.P99 })
+		if h.FreshAcks > 0 && h.FreshP99 > 0 {
+			c.AcksRatio, c.P99Ratio = round3(c.Acks/h.FreshAcks), round3(c.P99/h.FreshP99)
+		}
+		b.printf("  => compacted/fresh: acks %.0f/%.0f = %.2f, p99 %.1f/%.1f ms = %.2f\n",
+			c.Acks, h.FreshAcks, c.AcksRatio, c.P99, h.FreshP99, c.P99Ratio)
+	}
 	b.printReads(h)
 
 	spec := loadSpec{Path: "/hooks/bench", Conns: 64, Duration: 10 * time.Second,
@@ -452,6 +492,27 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	err = s.stop()
 	b.sink.rehold()
 	return h, err
+}
+
+// compactHistory copies the history file at db with `hookwarden backup`
+// into a store of its own, as an operator compacts a long history.
+func (b *bench) compactHistory(ctx context.Context, db string) (historyStore, *compactedRun, error) {
+	st := historyStore{dir: b.dir("history-compacted-sqlite")}
+	if err := os.MkdirAll(st.dir, 0o750); err != nil {
+		return st, nil, err
+	}
+	to := filepath.Join(st.dir, "hookwarden.db")
+	t := time.Now()
+	if out, err := exec.CommandContext(ctx, b.o.bin, "backup", "--db", db, to).CombinedOutput(); err != nil {
+		return st, nil, fmt.Errorf("backup of the history store: %w: %s", err, out)
+	}
+	c := &compactedRun{BackupSeconds: round3(time.Since(t).Seconds())}
+	unix.Sync()
+	if fi, err := os.Stat(to); err == nil {
+		c.DBBytes = fi.Size()
+	}
+	b.printf("  compacted copy (hookwarden backup) in %.1fs, %.0f MiB\n", c.BackupSeconds, float64(c.DBBytes)/(1<<20))
+	return st, c, nil
 }
 
 // pgDatabaseSize is the size on disk of the database at url.

@@ -91,6 +91,8 @@ type options struct {
 	// historyFrom is a SQLite history built before by bench-history, copied
 	// in place of the build (to measure a change against the same store).
 	historyFrom string
+	// historyCompacted also measures the SQLite history compacted by backup.
+	historyCompacted bool
 }
 
 var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "history", "profile"}
@@ -128,6 +130,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.historyReps, "history-reps", 5, "times each operator read is timed in the history phase (the median is reported)")
 	fs.StringVar(&o.historyStores, "history-stores", "sqlite,postgres", "stores the history phase measures, in this order (postgres needs PostgreSQL's binaries)")
 	fs.StringVar(&o.historyFrom, "history-from", "", "a SQLite file `hookwarden bench-history --db` wrote, copied for the SQLite history instead of a build (its -history-claims and -history-payloads are the file's)")
+	fs.BoolVar(&o.historyCompacted, "history-compacted", true, "also measure the SQLite history store compacted by `hookwarden backup`, in the same rounds")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err}
