@@ -1,0 +1,54 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The command line: what a run of several minutes would otherwise find out
+// only at its end (a history file that is not there, profiles no phase
+// writes) is refused before anything starts, naming the flag.
+func TestParseOptionsRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-history-from", filepath.Join(t.TempDir(), "missing.db")}, "-history-from"},
+		{[]string{"-profile", t.TempDir(), "-phases", "matrix"}, "-profile"},
+		{[]string{"-history-stores", "mysql"}, "-history-stores"},
+		{[]string{"-phases", "history,nope"}, "-phases"},
+	} {
+		_, err := parseOptions(tc.args, io.Discard)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want a usage error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestParseOptionsHistory(t *testing.T) {
+	from := filepath.Join(t.TempDir(), "history.db")
+	if err := os.WriteFile(from, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseOptions([]string{"-quick", "-phases", "history", "-profile", t.TempDir(), "-history-from", from,
+		"-history-compacted=false"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.historyFrom != from || o.historyCompacted || !o.phases["history"] || o.phases["matrix"] {
+		t.Errorf("options %+v", o)
+	}
+	// -quick shrinks the history unless the flags say otherwise.
+	if o.historyClaims != 200_000 {
+		t.Errorf("quick history claims %d, want 200000", o.historyClaims)
+	}
+	o, err = parseOptions([]string{"-quick", "-history-claims", "10000000"}, io.Discard)
+	if err != nil || o.historyClaims != 10_000_000 || !o.historyCompacted {
+		t.Errorf("explicit -history-claims under -quick: %v, %+v", err, o)
+	}
+}
