@@ -24,10 +24,7 @@ func TestMigration12CountsExistingRows(t *testing.T) {
 	c := newTestClock()
 	path := filepath.Join(t.TempDir(), "hw.db")
 	ctx := context.Background()
-	s, err := Open(ctx, path, Options{Now: c.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, c)
 	o := &ops{t: t, s: s, clock: c, ctx: ctx}
 	o.record("stripe", "evt_old", `{"old":1}`, "stripe/app")
 	o.finish("stripe/app", "evt_old", hookwarden.Delivered)
@@ -65,10 +62,7 @@ func TestMigration12CountsExistingRows(t *testing.T) {
 		`DROP TABLE minutely`, `PRAGMA user_version = 11`, // and 14's
 	)
 
-	s, err = Open(ctx, path, Options{Now: c.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openFile(t, path, c)
 	defer s.Close()
 	o.s = s
 	check := func(when string) {
@@ -261,10 +255,7 @@ func TestMigration14CountsRecentMinutes(t *testing.T) {
 	c := &testClock{t: now.Add(-30 * time.Hour)}
 	path := filepath.Join(t.TempDir(), "hw.db")
 	ctx := context.Background()
-	s, err := Open(ctx, path, Options{Now: c.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, c)
 	o := &ops{t: t, s: s, clock: c, ctx: ctx}
 	o.record("stripe", "evt_30h", `{"n":0}`) // older than the minutes kept
 	c.Add(6*time.Hour + 20*time.Minute)      // 23 h 40 min before now
@@ -281,9 +272,7 @@ func TestMigration14CountsRecentMinutes(t *testing.T) {
 	execRaw(t, path, `DROP TABLE minutely`, `PRAGMA user_version = 13`)
 
 	c.Add(30 * time.Minute)
-	if s, err = Open(ctx, path, Options{Now: c.Now}); err != nil {
-		t.Fatal(err)
-	}
+	s = openFile(t, path, c)
 	defer s.Close()
 	var minutes, old int
 	if err := s.DB().QueryRow(`SELECT count(*), count(*) FILTER (WHERE minute < ?) FROM minutely`,
@@ -347,6 +336,17 @@ func queryPlan(t *testing.T, s *Store, q string, args ...any) []string {
 		t.Fatal(err)
 	}
 	return plan
+}
+
+// openFile opens the store at path on the clock c; the caller closes it
+// (the upgrade tests close it to take the file back a schema).
+func openFile(t *testing.T, path string, c *testClock) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // execRaw runs qs on the file at path through a connection of its own, as
