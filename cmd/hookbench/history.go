@@ -33,6 +33,7 @@ type historyReport struct {
 	Payloads     int       `json:"payloads"`
 	BuildSeconds float64   `json:"build_seconds"`
 	ReusedFrom   string    `json:"reused_from,omitempty"` // -history-from: no build, BuildSeconds 0
+	IDs          string    `json:"ids"`                   // -history-ids: how new event ids sort, spread | ordered
 	DBBytes      int64     `json:"db_bytes"`              // the file, or pg_database_size
 	Fresh        *storeRun `json:"fresh"`
 	History      *storeRun `json:"history"`
@@ -272,7 +273,7 @@ func (b *bench) historyPhase(ctx context.Context) error {
 // SQLite (cluster nil) or on a new database of cluster each.
 func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*historyReport, error) {
 	o := b.o
-	h := &historyReport{Store: "sqlite", Claims: o.historyClaims, Payloads: min(o.historyPayloads, o.historyClaims)}
+	h := &historyReport{Store: "sqlite", Claims: o.historyClaims, Payloads: min(o.historyPayloads, o.historyClaims), IDs: o.historyIDs}
 	newStore := func(name string) (historyStore, error) {
 		st := historyStore{dir: b.dir(name)}
 		if cluster == nil {
@@ -293,8 +294,12 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	if cluster != nil {
 		h.Store = "postgres"
 	}
-	b.printf("\n== history (%s): a fresh store against one of %d claims (%d with payloads); ids in no order (as UUIDs); 64 conns for %s each\n",
-		h.Store, h.Claims, h.Payloads, o.duration)
+	ids := "new ids in no order (as UUIDs)"
+	if h.IDs == "ordered" {
+		ids = "new ids in order (as ULIDs)"
+	}
+	b.printf("\n== history (%s): a fresh store against one of %d claims (%d with payloads); %s; 64 conns for %s each\n",
+		h.Store, h.Claims, h.Payloads, ids, o.duration)
 
 	fresh, err := newStore("history-fresh-" + h.Store)
 	if err != nil {

@@ -93,6 +93,10 @@ type options struct {
 	historyFrom string
 	// historyCompacted also measures the SQLite history compacted by backup.
 	historyCompacted bool
+	// historyIDs is how the history phase's new event ids sort: "spread"
+	// (in no order, as UUIDs) or "ordered" (each after the last, as ULIDs
+	// and KSUIDs, which lead with their time).
+	historyIDs string
 }
 
 var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "history", "profile"}
@@ -131,6 +135,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.historyStores, "history-stores", "sqlite,postgres", "stores the history phase measures, in this order (postgres needs PostgreSQL's binaries)")
 	fs.StringVar(&o.historyFrom, "history-from", "", "a SQLite file `hookwarden bench-history --db` wrote, copied for the SQLite history instead of a build (its -history-claims and -history-payloads are the file's)")
 	fs.BoolVar(&o.historyCompacted, "history-compacted", true, "also measure the SQLite history store compacted by `hookwarden backup`, in the same rounds")
+	fs.StringVar(&o.historyIDs, "history-ids", "spread", "how the history phase's new event ids sort: spread (in no order, as UUIDs) or ordered (each after the last, as ULIDs and KSUIDs)")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err}
@@ -164,6 +169,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		if st = strings.TrimSpace(st); st != "sqlite" && st != "postgres" {
 			return nil, usageError{fmt.Errorf("-history-stores: unknown store %q; want sqlite, postgres or both", st)}
 		}
+	}
+	if o.historyIDs != "spread" && o.historyIDs != "ordered" {
+		return nil, usageError{fmt.Errorf("-history-ids %q: want spread or ordered", o.historyIDs)}
 	}
 	if o.historyFrom != "" {
 		if _, err := os.Stat(o.historyFrom); err != nil {
@@ -301,11 +309,13 @@ func (b *bench) gen(size int) *generator {
 
 // spreadGen is gen's spread twin (generator.spread: ids in no order), for
 // the history phase. Its ids never meet gen's nor the history's: they
-// lead with the hex digits and a dash, then the run's msg_ prefix.
+// lead with the hex digits and a dash, then the run's msg_ prefix. With
+// -history-ids ordered they are not spread: "msg_" sorts after the
+// history's hex, so each new claim lands after the newest.
 func (b *bench) spreadGen(size int) *generator {
 	if b.spreadGens[size] == nil {
 		b.spreadGens[size] = newGenerator(b.key, size)
-		b.spreadGens[size].spread = true
+		b.spreadGens[size].spread = b.o.historyIDs != "ordered"
 	}
 	return b.spreadGens[size]
 }

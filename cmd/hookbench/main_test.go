@@ -5,8 +5,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hookwarden/hookwarden"
 )
 
 // The command line: what a run of several minutes would otherwise find out
@@ -21,6 +24,7 @@ func TestParseOptionsRefuses(t *testing.T) {
 		{[]string{"-profile", t.TempDir(), "-phases", "matrix"}, "-profile"},
 		{[]string{"-history-stores", "mysql"}, "-history-stores"},
 		{[]string{"-phases", "history,nope"}, "-phases"},
+		{[]string{"-history-ids", "random"}, "-history-ids"},
 	} {
 		_, err := parseOptions(tc.args, io.Discard)
 		var ue usageError
@@ -50,5 +54,45 @@ func TestParseOptionsHistory(t *testing.T) {
 	o, err = parseOptions([]string{"-quick", "-history-claims", "10000000"}, io.Discard)
 	if err != nil || o.historyClaims != 10_000_000 || !o.historyCompacted {
 		t.Errorf("explicit -history-claims under -quick: %v, %+v", err, o)
+	}
+}
+
+// The history phase's ids: spread ones land among the history's claims, as
+// a UUID would; ordered ones each after the last and after every one of the
+// history's, as a ULID would. The two measurements rest on that.
+func TestHistoryIDsSort(t *testing.T) {
+	var history []string
+	for i := range 1000 {
+		history = append(history, hookwarden.HistoryEventID(i))
+	}
+	slices.Sort(history)
+	for _, tc := range []struct {
+		ids     string
+		ordered bool
+	}{{"spread", false}, {"ordered", true}} {
+		o, err := parseOptions([]string{"-history-ids", tc.ids}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &bench{o: o, key: []byte("k"), spreadGens: map[int]*generator{}}
+		g := b.spreadGen(1024)
+		var prev string
+		inOrder, among := true, 0
+		for range 1000 {
+			id := string(g.appendID(nil, g.newID()))
+			if id <= prev {
+				inOrder = false
+			}
+			prev = id
+			if at, _ := slices.BinarySearch(history, id); at < len(history) {
+				among++
+			}
+		}
+		if tc.ordered && (!inOrder || among != 0) {
+			t.Errorf("%s: in order %v, %d of 1000 among the history's ids; want each after the last and all after the history", tc.ids, inOrder, among)
+		}
+		if !tc.ordered && (inOrder || among < 900) {
+			t.Errorf("%s: in order %v, %d of 1000 among the history's ids; want them spread over it", tc.ids, inOrder, among)
+		}
 	}
 }

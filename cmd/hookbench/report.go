@@ -261,6 +261,9 @@ func (r *report) evaluate() {
 			continue
 		}
 		at := fmt.Sprintf(" at %d claims (%d with payloads), %s", h.Claims, h.Payloads, h.Store)
+		if h.IDs == "ordered" {
+			at += ", new ids in order"
+		}
 		acks := targetCheck{Name: "acks/s at 64 conns, history store / fresh" + at, Value: h.AcksRatio, Target: ">= 0.9", Met: h.AcksRatio >= 0.9}
 		if c := h.AfterCheckpoint; c != nil && h.FreshAcks > 0 {
 			acks.Note = fmt.Sprintf("first load after the build's checkpoint %.2f of fresh, p99 %.1f ms", c.Load.AcksPerSec/h.FreshAcks, c.Load.P99)
