@@ -166,6 +166,18 @@ func (o hwOptions) destinationsConfig() string {
 	return b.String()
 }
 
+// writeHWConfig writes o.dir/config.yaml for a server on addr and admin
+// (o.dbURL, or the SQLite file db) and returns its path.
+func writeHWConfig(o hwOptions, addr, admin, db string) (string, error) {
+	cfg := filepath.Join(o.dir, "config.yaml")
+	database := fmt.Sprintf("{ path: %q }", db)
+	if o.dbURL != "" {
+		database = fmt.Sprintf("{ url: %q }", o.dbURL)
+	}
+	body := fmt.Sprintf(hwConfig, addr, admin, database, max(o.maxBody, 1<<20), o.destinationsConfig())
+	return cfg, os.WriteFile(cfg, []byte(body), 0o600)
+}
+
 // startHookwarden runs the real binary on a fresh (or the given) database.
 func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 	addr, err := freePort()
@@ -181,13 +193,8 @@ func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 	}
 	s := &server{name: "hookwarden", addr: addr, adminAddr: admin, dir: o.dir,
 		dbPath: filepath.Join(o.dir, "hookwarden.db"), logPath: filepath.Join(o.dir, "serve.log")}
-	cfg := filepath.Join(o.dir, "config.yaml")
-	database := fmt.Sprintf("{ path: %q }", s.dbPath)
-	if o.dbURL != "" {
-		database = fmt.Sprintf("{ url: %q }", o.dbURL)
-	}
-	body := fmt.Sprintf(hwConfig, addr, admin, database, max(o.maxBody, 1<<20), o.destinationsConfig())
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+	cfg, err := writeHWConfig(o, addr, admin, s.dbPath)
+	if err != nil {
 		return nil, err
 	}
 	args := []string{"serve", "--config", cfg}
