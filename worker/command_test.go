@@ -20,7 +20,14 @@ import (
 func MustScript(tb testing.TB, dir, name, body string) string {
 	tb.Helper()
 	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+	// A child forked by a parallel test while the file is open for writing
+	// holds that descriptor until its own exec, and running the script
+	// then fails with ETXTBSY ("text file busy", golang/go#22315). Forks
+	// take ForkLock for writing: holding it for reading keeps them out.
+	syscall.ForkLock.RLock()
+	err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755)
+	syscall.ForkLock.RUnlock()
+	if err != nil {
 		tb.Fatal(err)
 	}
 	return path
