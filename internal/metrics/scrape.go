@@ -15,9 +15,12 @@ import (
 // series, for the tools that watch a running hookwarden: the benchmark
 // harness, the torture tests and the binary's own tests. A series is keyed as
 // the exposition writes it, name{label="value",...} with the labels sorted,
-// and a histogram gives its _bucket, _sum and _count series.
+// and a histogram gives its _bucket, _sum and _count series. Names are the
+// classic ones, as Hookwarden's all are: a quoted (UTF-8) name, which the
+// exposition would write in quotes inside the braces, is an error rather
+// than a key that does not read back.
 func ParseText(r io.Reader) (map[string]float64, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
+	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, fmt.Errorf("parse metrics: %w", err)

@@ -59,7 +59,8 @@ func TestParseTextReadsWhatTheHandlerServes(t *testing.T) {
 // TestParseTextRefusesMalformed: a line that is not a sample is an error,
 // not a silently missing series.
 func TestParseTextRefusesMalformed(t *testing.T) {
-	for _, in := range []string{"x{a=\"b\"} notanumber\n", "weird_line_without_value\n", "x{a=\"b} 1\n"} {
+	for _, in := range []string{"x{a=\"b\"} notanumber\n", "weird_line_without_value\n", "x{a=\"b} 1\n",
+		"\" \"0\n", "{\"a.b\"} 1\n", "x{\"a.b\"=\"c\"} 1\n"} {
 		if m, err := metrics.ParseText(strings.NewReader(in)); err == nil {
 			t.Errorf("%q parsed as %v, want an error", in, m)
 		}
