@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -60,12 +61,7 @@ func (s *Store) WarmClaims(ctx context.Context) (int64, error) {
 		}
 		return n, nil
 	}
-	skipped := make([]string, 0, len(ordered))
-	for source := range ordered {
-		skipped = append(skipped, source)
-	}
-	slices.Sort(skipped)
-	s.log.Info("claim index: sources whose new ids come in order are not read", "sources", skipped)
+	s.log.Info("claim index: sources whose new ids come in order are not read", "sources", slices.Sorted(maps.Keys(ordered)))
 	source := ""
 	for {
 		err := s.rdb.QueryRowContext(ctx, warmNextSourceSQL, source).Scan(&source)
