@@ -56,9 +56,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 # loopback, alternating them, and writes BENCH_OUT. PROFILE=dir also writes
 # CPU and heap profiles of serve; BENCH_FLAGS passes anything else. The
 # history phase builds a store of HISTORY claims (default 10 M, 1 M of them
-# with payloads; bench-quick: 200 k) and compares it with a fresh one (on
-# SQLite with its copy compacted by `hookwarden backup` too), on SQLite,
-# then on PostgreSQL when its binaries are installed:
+# with payloads; bench-quick: 200 k) and compares it with a fresh one, on
+# SQLite (with a copy compacted by `hookwarden backup` too), then on
+# PostgreSQL when its binaries are installed:
 # HISTORY=1000000 HISTORY_PAYLOADS=100000 for a shorter run.
 BENCH_OUT   ?= bin/bench.json
 BENCH_FLAGS ?=
