@@ -2,8 +2,10 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
+	"strings"
 
 	"github.com/hookwarden/hookwarden/internal/migrations"
 )
@@ -40,20 +42,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("database %s has schema version %d, newer than this build's %d: use a newer hookwarden", s.path, cur, len(ms))
 	}
 	for _, m := range ms[cur:] {
-		tx, err := s.wdb.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("migrate to %d: %w", m.Version, err)
-		}
-		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-			_ = tx.Rollback()
-			return fmt.Errorf("migrate to %d (%s): %w", m.Version, m.Name, err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
-			_ = tx.Rollback()
-			return fmt.Errorf("migrate to %d: set version: %w", m.Version, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migrate to %d: commit: %w", m.Version, err)
+		if err := s.migrateOne(ctx, m); err != nil {
+			return err
 		}
 		s.log.Info("database migrated", "version", m.Version, "migration", m.Name)
 	}
@@ -66,6 +56,68 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// fkOff marks a migration that rebuilds a table others refer to: SQLite's
+// way (https://sqlite.org/lang_altertable.html, "other kinds of table
+// schema changes") runs it with foreign keys off, which a transaction
+// cannot switch, and checks them all before the commit.
+const fkOff = "-- hookwarden: foreign_keys off"
+
+func (s *Store) migrateOne(ctx context.Context, m migrations.Migration) error {
+	if strings.Contains(m.SQL, fkOff) {
+		// The writer's pool holds one connection, so the pragma holds for
+		// the transaction below.
+		if _, err := s.wdb.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
+			return fmt.Errorf("migrate to %d: %w", m.Version, err)
+		}
+		defer func() {
+			if _, err := s.wdb.ExecContext(context.Background(), "PRAGMA foreign_keys = ON"); err != nil {
+				s.log.Error("foreign keys stay off after migration", "version", m.Version, "err", err)
+			}
+		}()
+	}
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate to %d: %w", m.Version, err)
+	}
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("migrate to %d (%s): %w", m.Version, m.Name, err)
+	}
+	if strings.Contains(m.SQL, fkOff) {
+		if err := foreignKeyCheck(ctx, tx); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("migrate to %d (%s): foreign keys: %w", m.Version, m.Name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("migrate to %d: set version: %w", m.Version, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate to %d: commit: %w", m.Version, err)
+	}
+	return nil
+}
+
+// foreignKeyCheck fails when a row refers to a missing one.
+func foreignKeyCheck(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, "PRAGMA foreign_key_check")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		var table, parent string
+		var rowid sql.NullInt64
+		var fkid int
+		if err := rows.Scan(&table, &rowid, &parent, &fkid); err != nil {
+			return err
+		}
+		return fmt.Errorf("row %d of %s refers to a missing row of %s", rowid.Int64, table, parent)
+	}
+	return rows.Err()
 }
 
 // checkVersion refuses a file this build cannot read.
