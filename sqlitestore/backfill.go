@@ -143,7 +143,7 @@ func (s *Store) Claimed(ctx context.Context, source string, ids []string) (map[s
 		for _, id := range part {
 			args = append(args, id)
 		}
-		err := eachRow(ctx, s.rdb, `SELECT event_id FROM events WHERE source = ? AND event_id IN (`+
+		err := eachRow(ctx, s.rdb, `SELECT event_id FROM claim_refs WHERE source = ? AND event_id IN (`+
 			strings.TrimSuffix(strings.Repeat("?, ", len(part)), ", ")+`)`, func(rows *sql.Rows) error {
 			var id string
 			if err := rows.Scan(&id); err != nil {

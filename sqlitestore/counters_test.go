@@ -51,6 +51,7 @@ func TestMigration12CountsExistingRows(t *testing.T) {
 	}
 
 	// Back to schema 11: the rows as a schema 11 file holds them.
+	execRaw(t, path, schema14...)
 	execRaw(t, path,
 		`DROP TRIGGER count_event_insert`, `DROP TRIGGER count_event_delete`,
 		`DROP TRIGGER count_receipt_insert`, `DROP TRIGGER count_receipt_delete`,
@@ -269,6 +270,7 @@ func TestMigration14CountsRecentMinutes(t *testing.T) {
 
 	// Schema 13's file: no minutely (0014 writes the counting triggers
 	// anew).
+	execRaw(t, path, schema14...)
 	execRaw(t, path, `DROP TABLE minutely`, `PRAGMA user_version = 13`)
 
 	c.Add(30 * time.Minute)

@@ -55,6 +55,25 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 			progress(hi)
 		}
 	}
+	// The dedup memory as the writer's folds keep it: the newest claims
+	// recent, the others folded (fold.go).
+	keep := max(s.foldMin(), int64(h.Claims)/(foldRatio+1))
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		for _, q := range []string{
+			`INSERT INTO claims (source, event_id, event_ref) SELECT source, event_id, event_ref FROM claims_recent
+				WHERE event_ref <= ? ORDER BY source, event_id`,
+			`DELETE FROM claims_recent WHERE event_ref <= ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, int64(h.Claims)-keep); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE claim_levels SET recent = (SELECT count(*) FROM claims_recent)`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fill history: fold the claims: %w", err)
+	}
 	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		// Where Prune's walks would stand after folding the old claims, and
 		// the counts per minute it would have left.

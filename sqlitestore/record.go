@@ -36,9 +36,13 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		// No RETURNING on the hot inserts: SQLite implements it with an
 		// ephemeral table per execution, which cost more than the insert.
 		// The row id comes from last_insert_rowid, the claim from changes().
+		// The claim: the events row is inserted when neither level of the
+		// dedup memory holds the id, and its insert trigger records the
+		// claim in claims_recent (schema 15).
 		{&w.claim, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source, event_id) DO NOTHING`},
-		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE source = ? AND event_id = ?`},
+			SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM claims_recent WHERE source = ?1 AND event_id = ?2)
+			AND NOT EXISTS (SELECT 1 FROM claims WHERE source = ?1 AND event_id = ?2)`},
+		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE id = (SELECT event_ref FROM claim_refs WHERE source = ? AND event_id = ?)`},
 		{&w.receipt, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason, origin)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// Asked only of a duplicate whose bytes differ (rare): was the
@@ -406,10 +410,13 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 			dst **sql.Stmt
 			sql string
 		}{
-			// A batch may carry the same id twice: VALUES rows are inserted
-			// in order, so the first one claims it and the others conflict.
-			{&m.claim[l], `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256) VALUES ` +
-				rows("(?, ?, ?, ?, ?)", n) + ` ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id`},
+			// The ids of one statement are distinct (recordMany sends a
+			// repeated id once); the claim is as in writeStmts.claim.
+			{&m.claim[l], `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256)
+				SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (VALUES ` + rows("(?, ?, ?, ?, ?)", n) + `) AS v
+				WHERE NOT EXISTS (SELECT 1 FROM claims_recent c WHERE c.source = v.column1 AND c.event_id = v.column2)
+				AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.source = v.column1 AND c.event_id = v.column2)
+				RETURNING id, source, event_id`},
 			// Explicit ids (max + 1, + 2, ...): each request learns its row
 			// without RETURNING, whose row order SQLite does not promise.
 			{&m.receipt[l], `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256) VALUES ` +
@@ -474,10 +481,21 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 	}
 	type key struct{ source, id string }
 	claimed := make(map[key]int64, len(recs))
+	// A batch may carry the same id twice: the first request claims it,
+	// the others find its claim.
+	firsts := make([]*recordOp, 0, len(recs))
+	for _, rc := range recs {
+		k := key{rc.r.Source, rc.r.Events[0].ID}
+		if _, ok := claimed[k]; !ok {
+			claimed[k] = 0
+			firsts = append(firsts, rc)
+		}
+	}
+	clear(claimed)
 	args := make([]any, 0, 9<<(manyLog-1))
-	err = chunks(len(recs), func(lo, size, l int) error {
+	err = chunks(len(firsts), func(lo, size, l int) error {
 		args = args[:0]
-		for _, rc := range recs[lo : lo+size] {
+		for _, rc := range firsts[lo : lo+size] {
 			ev := &rc.r.Events[0]
 			args = append(args, rc.r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:])
 		}

@@ -56,6 +56,11 @@ type Options struct {
 	// export or was moved to PostgreSQL (serve sets it): neither is a live
 	// database. The file is left unchanged.
 	RefuseMarked bool
+	// FoldMin is the recent claims below which none is folded into the
+	// large level of the dedup memory (default 1,048,576), and FoldChunk
+	// the claims one fold transaction moves (default 512); see fold.go.
+	// Tests make both small to fold at once.
+	FoldMin, FoldChunk int
 }
 
 // Store is the SQLite implementation of hookwarden.Store. It is safe for
@@ -78,6 +83,7 @@ type Store struct {
 
 	stmts  writeStmts
 	fstmts flowStmts // flow control's, on the writer's connection too
+	fold   foldState // the writer's
 	reads  readStmts // prepared on rdb; not in a read-only store
 
 	direct atomic.Pointer[hookwarden.Direct] // SetDirect
@@ -202,6 +208,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.wdb.Close()
 		return nil, err
 	}
+	if err := s.fold.stmts.prepare(ctx, s.wdb); err != nil {
+		s.fstmts.close()
+		s.stmts.close()
+		s.wdb.Close()
+		return nil, err
+	}
 	if err := s.openReaders(ctx, false); err != nil {
 		s.wdb.Close()
 		return nil, err
@@ -288,6 +300,7 @@ func (s *Store) Close() error {
 			<-s.done
 			s.stmts.close()
 			s.fstmts.close()
+			s.fold.stmts.close()
 			s.closeErr = errors.Join(s.closeErr, s.wdb.Close())
 		}
 		if s.rdb != nil {
@@ -387,6 +400,7 @@ func (s *Store) writer() {
 			}
 		}
 		s.commitBatch(batch)
+		s.afterCommit()
 	}
 }
 

@@ -14,9 +14,23 @@ import (
 
 // TestConformance runs the store contract's suite over SQLite files.
 func TestConformance(t *testing.T) {
+	conformance(t, sqlitestore.Options{})
+}
+
+// TestConformanceFolding runs it again with the writer folding recent
+// claims into the large level after nearly every commit, so that the
+// suite's duplicates, look-ups, replays and retention meet claims in both
+// levels of the dedup memory.
+func TestConformanceFolding(t *testing.T) {
+	conformance(t, sqlitestore.Options{FoldMin: 1, FoldChunk: 2})
+}
+
+func conformance(t *testing.T, opts sqlitestore.Options) {
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T, now func() time.Time) storetest.Store {
-			return open(t, filepath.Join(t.TempDir(), "hw.db"), sqlitestore.Options{Now: now})
+			o := opts
+			o.Now = now
+			return open(t, filepath.Join(t.TempDir(), "hw.db"), o)
 		},
 		// As the --db commands open a file.
 		OpenCopy: func(t *testing.T, path string, now func() time.Time) storetest.Store {
@@ -37,6 +51,7 @@ func fullCount(t *testing.T, st storetest.Store, now time.Time) (storetest.Stats
 	t.Helper()
 	db := st.(*sqlitestore.Store).DB()
 	checkMinutely(t, db, now)
+	checkClaims(t, db)
 	out := storetest.Stats{At: now}
 	src := map[string]*hookwarden.SourceStats{}
 	source := func(n string) *hookwarden.SourceStats {
@@ -182,6 +197,27 @@ func refuseJobs(t *testing.T, st storetest.Store) func() {
 		if _, err := db.Exec(`DROP TRIGGER storetest_refuse_jobs`); err != nil {
 			t.Fatalf("drop trigger: %v", err)
 		}
+	}
+}
+
+// checkClaims fails unless every event has its claim in exactly one level
+// of the dedup memory, no claim is left without its event, and
+// claim_levels counts the recent level.
+func checkClaims(t *testing.T, db *sql.DB) {
+	t.Helper()
+	var events, claimed, twice, orphans, recent, counted int
+	err := db.QueryRow(`SELECT
+	(SELECT count(*) FROM events),
+	(SELECT count(*) FROM events e JOIN claim_refs c ON c.event_ref = e.id AND c.source = e.source AND c.event_id = e.event_id),
+	(SELECT count(*) FROM claims_recent r JOIN claims c USING (source, event_id)),
+	(SELECT count(*) FROM claim_refs c WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = c.event_ref)),
+	(SELECT count(*) FROM claims_recent), (SELECT recent FROM claim_levels)`).Scan(&events, &claimed, &twice, &orphans, &recent, &counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed != events || twice != 0 || orphans != 0 || recent != counted {
+		t.Errorf("dedup memory: %d events, %d claimed, %d claims in both levels, %d without their event; claim_levels says %d recent, %d are",
+			events, claimed, twice, orphans, counted, recent)
 	}
 }
 

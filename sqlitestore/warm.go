@@ -9,14 +9,15 @@ import (
 	"slices"
 )
 
-// The warm-up reads the pages of the claim index (events' UNIQUE (source,
-// event_id)), and only those: a test checks the plans. warmClaimsSQL reads
-// all of it, warmSourceSQL one source's part.
+// The warm-up reads the pages of the dedup memory's two levels (claims_recent
+// and claims, schema 15), and only those: a test checks the plans.
+// warmClaimsSQL reads all of them, warmSourceSQL one source's part.
 const (
-	warmClaimsSQL     = `SELECT count(*) FROM events INDEXED BY sqlite_autoindex_events_1 WHERE source >= ''`
-	warmSourceSQL     = `SELECT count(*) FROM events INDEXED BY sqlite_autoindex_events_1 WHERE source = ?`
-	warmNextSourceSQL = `SELECT source FROM events INDEXED BY sqlite_autoindex_events_1 WHERE source > ? ORDER BY source LIMIT 1`
-	warmNewestSQL     = `SELECT source, event_id FROM events WHERE id > (SELECT max(id) FROM events) - ? ORDER BY id`
+	warmClaimsSQL     = `SELECT (SELECT count(*) FROM claims_recent WHERE source >= '') + (SELECT count(*) FROM claims WHERE source >= '')`
+	warmSourceSQL     = `SELECT (SELECT count(*) FROM claims_recent WHERE source = ?1) + (SELECT count(*) FROM claims WHERE source = ?1)`
+	warmNextSourceSQL = `SELECT s FROM (SELECT min(source) AS s FROM claims_recent WHERE source > ?1
+	UNION ALL SELECT min(source) FROM claims WHERE source > ?1) WHERE s IS NOT NULL ORDER BY s LIMIT 1`
+	warmNewestSQL = `SELECT source, event_id FROM events WHERE id > (SELECT max(id) FROM events) - ? ORDER BY id`
 )
 
 // The newest warmSample claims tell, per source, whether new ids land in

@@ -25,7 +25,14 @@ import (
 // minutely (SQLite's schema 14, PostgreSQL's 13) is counted the same way by
 // the destination's triggers as the copy writes the rows; the minutes of a
 // day ago and older go with the destination's next prune pass.
-var derived = map[string]bool{"counters": true, "hourly": true, "job_leases": true, "minutely": true}
+//
+// claims_recent, claims and claim_levels (SQLite's schema 15) are the dedup
+// memory, kept from events by its triggers the same way: an SQLite
+// destination claims each event as the copy writes it (in claims_recent;
+// its writer folds them later), and PostgreSQL's memory is events' own
+// unique index.
+var derived = map[string]bool{"counters": true, "hourly": true, "job_leases": true, "minutely": true,
+	"claims_recent": true, "claims": true, "claim_levels": true}
 
 // hourText is how SQLite's hourly keys an hour.
 const hourText = "2006-01-02T15"
