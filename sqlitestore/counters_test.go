@@ -51,7 +51,7 @@ func TestMigration12CountsExistingRows(t *testing.T) {
 	}
 
 	// Back to schema 11: the rows as a schema 11 file holds them.
-	execRaw(t, path, schema14...)
+	execRaw(t, path, schema14(t)...)
 	execRaw(t, path,
 		`DROP TRIGGER count_event_insert`, `DROP TRIGGER count_event_delete`,
 		`DROP TRIGGER count_receipt_insert`, `DROP TRIGGER count_receipt_delete`,
@@ -270,7 +270,7 @@ func TestMigration14CountsRecentMinutes(t *testing.T) {
 
 	// Schema 13's file: no minutely (0014 writes the counting triggers
 	// anew).
-	execRaw(t, path, schema14...)
+	execRaw(t, path, schema14(t)...)
 	execRaw(t, path, `DROP TABLE minutely`, `PRAGMA user_version = 13`)
 
 	c.Add(30 * time.Minute)
@@ -365,4 +365,50 @@ func execRaw(t *testing.T, path string, qs ...string) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
+}
+
+// schema14 turns a schema 15 file back into schema 14's layout, for the
+// tests of older migrations: events with its unique claim and the
+// counting triggers as 0012 and 0014 left them (their shipped text), no
+// claim levels.
+func schema14(t *testing.T) []string {
+	return []string{
+		`DROP VIEW claim_refs`, `DROP TABLE claims`, `DROP TABLE claims_recent`, `DROP TABLE claim_levels`,
+		`CREATE TABLE events_old (
+    id          INTEGER PRIMARY KEY,
+    source      TEXT NOT NULL,
+    event_id    TEXT NOT NULL,
+    event_type  TEXT NOT NULL,
+    claimed_at  TEXT NOT NULL,
+    body_sha256 BLOB NOT NULL,
+    body        BLOB,
+    retired_pruned_at INTEGER, receipts INTEGER, jobs INTEGER, attempts INTEGER,
+    retired_last_received_at INTEGER, retired_delivered_at INTEGER,
+    pruned_at TEXT, last_received_at TEXT, delivered_at TEXT,
+    UNIQUE (source, event_id)
+) STRICT`,
+		`INSERT INTO events_old SELECT * FROM events`,
+		`DROP TABLE events`,
+		`ALTER TABLE events_old RENAME TO events`,
+		`CREATE INDEX events_source_type ON events (source, event_type)`,
+		shippedTrigger(t, "0014_minutely.sql", "count_event_insert"),
+		shippedTrigger(t, "0012_counters.sql", "count_event_delete"),
+		`PRAGMA user_version = 14`,
+	}
+}
+
+// shippedTrigger is the CREATE TRIGGER statement of name in a shipped
+// migration.
+func shippedTrigger(t *testing.T, file, name string) string {
+	t.Helper()
+	b, err := migrationFS.ReadFile("migrations/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "CREATE TRIGGER "+name+" ")
+	body, _, ok2 := strings.Cut(rest, "\nEND;")
+	if !ok || !ok2 {
+		t.Fatalf("%s has no trigger %s", file, name)
+	}
+	return "CREATE TRIGGER " + name + " " + body + "\nEND"
 }

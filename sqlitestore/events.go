@@ -394,7 +394,7 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwar
 	defer tx.Rollback() //nolint:errcheck // read-only
 	d := &hookwarden.EventDetail{}
 	var sum, element []byte
-	row := tx.QueryRowContext(ctx, "SELECT "+eventColumns+", e.body_sha256, e.body FROM events e WHERE e.id = (SELECT event_ref FROM claim_refs WHERE source = ? AND event_id = ?)",
+	row := tx.QueryRowContext(ctx, "SELECT "+eventColumns+", e.body_sha256, e.body FROM events e WHERE e."+byClaim,
 		source, eventID)
 	err = scanEvent(row, &d.EventSummary, &sum, &element)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -38,7 +38,7 @@ type foldState struct {
 }
 
 type foldStmts struct {
-	levels, bound, insertTo, insertAll, deleteTo, deleteAll, moved *sql.Stmt
+	levels, bound, insertTo, deleteTo, moved *sql.Stmt
 }
 
 func (f *foldStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -49,15 +49,14 @@ func (f *foldStmts) prepare(ctx context.Context, db *sql.DB) error {
 		// The folded claims are the events less the recent ones: the
 		// counters already hold the events per source.
 		{&f.levels, `SELECT recent, (SELECT coalesce(sum(n), 0) FROM counters WHERE kind = 'accepted') - recent FROM claim_levels`},
-		// The last key of the next chunk after ?1, ?2.
-		{&f.bound, `SELECT source, event_id FROM claims_recent WHERE (source, event_id) > (?1, ?2)
-			ORDER BY source, event_id LIMIT 1 OFFSET ?3`},
+		// The last key of the next chunk: of the (at most ?3) keys after
+		// ?1, ?2, the greatest.
+		{&f.bound, `SELECT source, event_id FROM (SELECT source, event_id FROM claims_recent
+			WHERE (source, event_id) > (?1, ?2) ORDER BY source, event_id LIMIT ?3)
+			ORDER BY source DESC, event_id DESC LIMIT 1`},
 		{&f.insertTo, `INSERT INTO claims (source, event_id, event_ref) SELECT source, event_id, event_ref FROM claims_recent
 			WHERE (source, event_id) > (?1, ?2) AND (source, event_id) <= (?3, ?4) ORDER BY source, event_id`},
-		{&f.insertAll, `INSERT INTO claims (source, event_id, event_ref) SELECT source, event_id, event_ref FROM claims_recent
-			WHERE (source, event_id) > (?1, ?2) ORDER BY source, event_id`},
 		{&f.deleteTo, `DELETE FROM claims_recent WHERE (source, event_id) > (?1, ?2) AND (source, event_id) <= (?3, ?4)`},
-		{&f.deleteAll, `DELETE FROM claims_recent WHERE (source, event_id) > (?1, ?2)`},
 		{&f.moved, `UPDATE claim_levels SET recent = recent - ?`},
 	} {
 		st, err := db.PrepareContext(ctx, p.sql)
@@ -71,7 +70,7 @@ func (f *foldStmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (f *foldStmts) close() {
-	for _, st := range []*sql.Stmt{f.levels, f.bound, f.insertTo, f.insertAll, f.deleteTo, f.deleteAll, f.moved} {
+	for _, st := range []*sql.Stmt{f.levels, f.bound, f.insertTo, f.deleteTo, f.moved} {
 		if st != nil {
 			st.Close()
 		}
@@ -142,23 +141,18 @@ func (s *Store) foldChunk(ctx context.Context, n int64) (moved int64, err error)
 		}
 	}()
 	var hiSource, hiID string
-	err = tx.StmtContext(ctx, f.stmts.bound).QueryRowContext(ctx, f.source, f.id, n-1).Scan(&hiSource, &hiID)
-	last := errors.Is(err, sql.ErrNoRows)
-	if err != nil && !last {
+	err = tx.StmtContext(ctx, f.stmts.bound).QueryRowContext(ctx, f.source, f.id, n).Scan(&hiSource, &hiID)
+	if errors.Is(err, sql.ErrNoRows) { // past the last key: start again
+		f.source, f.id = "", ""
+		return 0, tx.Commit()
+	}
+	if err != nil {
 		return 0, err
 	}
-	var res sql.Result
-	if last {
-		if _, err = tx.StmtContext(ctx, f.stmts.insertAll).ExecContext(ctx, f.source, f.id); err != nil {
-			return 0, err
-		}
-		res, err = tx.StmtContext(ctx, f.stmts.deleteAll).ExecContext(ctx, f.source, f.id)
-	} else {
-		if _, err = tx.StmtContext(ctx, f.stmts.insertTo).ExecContext(ctx, f.source, f.id, hiSource, hiID); err != nil {
-			return 0, err
-		}
-		res, err = tx.StmtContext(ctx, f.stmts.deleteTo).ExecContext(ctx, f.source, f.id, hiSource, hiID)
+	if _, err = tx.StmtContext(ctx, f.stmts.insertTo).ExecContext(ctx, f.source, f.id, hiSource, hiID); err != nil {
+		return 0, err
 	}
+	res, err := tx.StmtContext(ctx, f.stmts.deleteTo).ExecContext(ctx, f.source, f.id, hiSource, hiID)
 	if err != nil {
 		return 0, err
 	}
@@ -171,6 +165,9 @@ func (s *Store) foldChunk(ctx context.Context, n int64) (moved int64, err error)
 	if err = tx.Commit(); err != nil {
 		return 0, err
 	}
-	f.source, f.id = hiSource, hiID // "", "" after the last chunk: start again
+	f.source, f.id = hiSource, hiID
+	if moved < n {
+		f.source, f.id = "", "" // that was the last chunk
+	}
 	return moved, nil
 }

@@ -104,42 +104,6 @@ func TestFoldKeepsTheDedupMemory(t *testing.T) {
 	}
 }
 
-// schema14 turns a schema 15 file back into schema 14's layout, for the
-// tests of older migrations: events with its unique claim and the
-// counting triggers as 0014 left them, no claim levels.
-var schema14 = []string{
-	`DROP VIEW claim_refs`, `DROP TABLE claims`, `DROP TABLE claims_recent`, `DROP TABLE claim_levels`,
-	`CREATE TABLE events_old (
-    id          INTEGER PRIMARY KEY,
-    source      TEXT NOT NULL,
-    event_id    TEXT NOT NULL,
-    event_type  TEXT NOT NULL,
-    claimed_at  TEXT NOT NULL,
-    body_sha256 BLOB NOT NULL,
-    body        BLOB,
-    retired_pruned_at INTEGER, receipts INTEGER, jobs INTEGER, attempts INTEGER,
-    retired_last_received_at INTEGER, retired_delivered_at INTEGER,
-    pruned_at TEXT, last_received_at TEXT, delivered_at TEXT,
-    UNIQUE (source, event_id)
-) STRICT`,
-	`INSERT INTO events_old SELECT * FROM events`,
-	`DROP TABLE events`,
-	`ALTER TABLE events_old RENAME TO events`,
-	`CREATE INDEX events_source_type ON events (source, event_type)`,
-	`CREATE TRIGGER count_event_insert AFTER INSERT ON events BEGIN
-    INSERT INTO counters (name, kind, n) VALUES (NEW.source, 'accepted', 1)
-        ON CONFLICT (name, kind) DO UPDATE SET n = n + 1;
-    INSERT INTO hourly (source, hour, accepted, first_ref) VALUES (NEW.source, substr(NEW.claimed_at, 1, 13), 1, NEW.id)
-        ON CONFLICT (source, hour) DO UPDATE SET accepted = accepted + 1, first_ref = COALESCE(first_ref, excluded.first_ref);
-    INSERT INTO minutely (source, minute, accepted) VALUES (NEW.source, substr(NEW.claimed_at, 1, 16), 1)
-        ON CONFLICT (source, minute) DO UPDATE SET accepted = accepted + 1;
-END`,
-	`CREATE TRIGGER count_event_delete AFTER DELETE ON events BEGIN
-    UPDATE counters SET n = n - 1 WHERE name = OLD.source AND kind = 'accepted';
-END`,
-	`PRAGMA user_version = 14`,
-}
-
 // TestFoldSurvivesKill9: a process recording claims while its writer folds
 // them (a fold transaction after nearly every commit) is killed with
 // SIGKILL; reopened, the file holds every claim it acknowledged in exactly

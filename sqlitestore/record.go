@@ -13,6 +13,10 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
+// byClaim finds an events row by its source and event id (two arguments),
+// through both levels of the dedup memory: events has no index on the id.
+const byClaim = `id = (SELECT event_ref FROM claim_refs WHERE source = ? AND event_id = ?)`
+
 // writeStmts are prepared once on the writer's single connection and reused
 // by every transaction (tx.StmtContext on the same connection re-binds them
 // without preparing again).
@@ -42,7 +46,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&w.claim, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
 			SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM claims_recent WHERE source = ?1 AND event_id = ?2)
 			AND NOT EXISTS (SELECT 1 FROM claims WHERE source = ?1 AND event_id = ?2)`},
-		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE id = (SELECT event_ref FROM claim_refs WHERE source = ? AND event_id = ?)`},
+		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE ` + byClaim},
 		{&w.receipt, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason, origin)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// Asked only of a duplicate whose bytes differ (rare): was the
@@ -483,15 +487,14 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 	claimed := make(map[key]int64, len(recs))
 	// A batch may carry the same id twice: the first request claims it,
 	// the others find its claim.
+	seen := make(map[key]bool, len(recs))
 	firsts := make([]*recordOp, 0, len(recs))
 	for _, rc := range recs {
-		k := key{rc.r.Source, rc.r.Events[0].ID}
-		if _, ok := claimed[k]; !ok {
-			claimed[k] = 0
+		if k := (key{rc.r.Source, rc.r.Events[0].ID}); !seen[k] {
+			seen[k] = true
 			firsts = append(firsts, rc)
 		}
 	}
-	clear(claimed)
 	args := make([]any, 0, 9<<(manyLog-1))
 	err = chunks(len(firsts), func(lo, size, l int) error {
 		args = args[:0]

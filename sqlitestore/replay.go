@@ -80,7 +80,7 @@ func (s *Store) selectReplay(ctx context.Context, sel hookwarden.ReplaySelector,
 		for _, id := range sel.EventIDs {
 			var ref int64
 			var pruned sql.NullString
-			err := s.rdb.QueryRowContext(ctx, `SELECT id, pruned_at FROM events WHERE id = (SELECT event_ref FROM claim_refs WHERE source = ? AND event_id = ?)`,
+			err := s.rdb.QueryRowContext(ctx, `SELECT id, pruned_at FROM events WHERE `+byClaim,
 				sel.Source, id).Scan(&ref, &pruned)
 			if errors.Is(err, sql.ErrNoRows) {
 				res.Skipped = append(res.Skipped, hookwarden.ReplaySkip{Source: sel.Source, EventID: id, Reason: hookwarden.SkipNotFound})
