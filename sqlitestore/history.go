@@ -34,6 +34,15 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 	l := h.Layout(now)
 	folded, foldStart, payStart, foldStep, payStep := l.Folded, l.FoldStart, l.PayStart, l.FoldStep, l.PayStep
 	prunedAt := fmtTime(now)
+	// The dedup memory as the writer's folds keep it (fold.go): the newest
+	// max(FoldMin, claims/9) claims recent, every older one folded. Each
+	// chunk's older claims
+	// are moved as the chunk is written, so that, as in a store that
+	// folded all along, the large level grows with the history and the
+	// recent level holds only the newest claims. (Folding all of them at
+	// the end instead left the recent level's pages, emptied by one delete
+	// of millions of keys, all over the file, and the build 4 times slower.)
+	lastFolded := int64(h.Claims) - max(s.foldMin(), int64(h.Claims)/(foldRatio+1))
 	for lo := 1; lo <= h.Claims; lo += historyChunk {
 		hi := min(lo+historyChunk-1, h.Claims)
 		err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
@@ -44,9 +53,14 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 			}
 			if hi > folded {
 				from := max(lo, folded+1)
-				return fillPayloads(ctx, tx, h, from, hi, folded, payStart.Unix(), payStep)
+				if err := fillPayloads(ctx, tx, h, from, hi, folded, payStart.Unix(), payStep); err != nil {
+					return err
+				}
 			}
-			return nil
+			if int64(lo) > lastFolded {
+				return nil
+			}
+			return foldHistory(ctx, tx, int64(lo), min(int64(hi), lastFolded))
 		})
 		if err != nil {
 			return fmt.Errorf("fill history: claims %d-%d: %w", lo, hi, err)
@@ -54,25 +68,6 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 		if progress != nil {
 			progress(hi)
 		}
-	}
-	// The dedup memory as the writer's folds keep it: the newest claims
-	// recent, the others folded (fold.go).
-	keep := max(s.foldMin(), int64(h.Claims)/(foldRatio+1))
-	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		for _, q := range []string{
-			`INSERT INTO claims (source, event_id, event_ref) SELECT source, event_id, event_ref FROM claims_recent
-				WHERE event_ref <= ? ORDER BY source, event_id`,
-			`DELETE FROM claims_recent WHERE event_ref <= ?`,
-		} {
-			if _, err := tx.ExecContext(ctx, q, int64(h.Claims)-keep); err != nil {
-				return err
-			}
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE claim_levels SET recent = (SELECT count(*) FROM claims_recent)`)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("fill history: fold the claims: %w", err)
 	}
 	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		// Where Prune's walks would stand after folding the old claims, and
@@ -83,6 +78,24 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 		_, err := tx.ExecContext(ctx, `DELETE FROM minutely WHERE minute < ?`, minuteOf(now.Add(-hookwarden.MinuteCountsKeep)))
 		return err
 	})
+}
+
+// foldHistory moves the claims of events lo-hi from the recent level into
+// the large one, in key order.
+func foldHistory(ctx context.Context, tx *sql.Tx, lo, hi int64) error {
+	for _, q := range []string{
+		`INSERT INTO claims (source, event_id, event_ref) SELECT source, event_id, event_ref FROM claims_recent
+			WHERE event_ref BETWEEN ?1 AND ?2 ORDER BY source, event_id`,
+		`DELETE FROM claims_recent WHERE event_ref BETWEEN ?1 AND ?2`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, lo, hi); err != nil {
+			return fmt.Errorf("fold the history's claims %d-%d: %w", lo, hi, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE claim_levels SET recent = recent - changes()`); err != nil {
+		return fmt.Errorf("fold the history's claims %d-%d: %w", lo, hi, err)
+	}
+	return nil
 }
 
 // historyRows are the generated columns shared by both kinds of claims: id

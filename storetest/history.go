@@ -81,4 +81,11 @@ func testFillHistory(t *testing.T, h Harness) {
 	if d := f.show("bench", "after"); d.Ref != 50001 || len(d.ReceiptLog) != 1 || d.ReceiptLog[0].ID != 100002 {
 		t.Fatalf("the claim after the history: %+v, want event 50001, receipt 100002", d)
 	}
+	// The history's claims are remembered, the oldest as the newest (on
+	// SQLite with folding on, in the large level and the recent one).
+	for _, i := range []int{6, 44444, 49998} {
+		if res := f.record("bench", hookwarden.HistoryEventID(i), `{}`, "bench/app"); res.Events[0].Outcome != hookwarden.Duplicate || res.Events[0].Jobs != 0 {
+			t.Errorf("history claim %d re-sent: %+v, want a duplicate", i, res.Events[0])
+		}
+	}
 }
