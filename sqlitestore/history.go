@@ -36,12 +36,11 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 	prunedAt := fmtTime(now)
 	// The dedup memory as the writer's folds keep it (fold.go): the newest
 	// max(FoldMin, claims/9) claims recent, every older one folded. Each
-	// chunk's older claims
-	// are moved as the chunk is written, so that, as in a store that
-	// folded all along, the large level grows with the history and the
-	// recent level holds only the newest claims. (Folding all of them at
-	// the end instead left the recent level's pages, emptied by one delete
-	// of millions of keys, all over the file, and the build 4 times slower.)
+	// chunk's older claims are moved as the chunk is written, as in a store
+	// that folded all along. (Folding them all at the end, with one delete
+	// of millions of keys, left the recent level's pages all over the file:
+	// 0.68-0.71 of a fresh store's acks against 0.73-0.74, and 494 s
+	// against 409 s for 10 M claims.)
 	lastFolded := int64(h.Claims) - max(s.foldMin(), int64(h.Claims)/(foldRatio+1))
 	for lo := 1; lo <= h.Claims; lo += historyChunk {
 		hi := min(lo+historyChunk-1, h.Claims)
