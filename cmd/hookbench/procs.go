@@ -35,8 +35,12 @@ type server struct {
 	cpu0      float64
 }
 
-// freePort returns a loopback address that was free a moment ago.
-func freePort() (string, error) {
+// freePort returns a loopback address that was free a moment ago. Another
+// socket may take it before the child binds it (the load generator's
+// outgoing connections draw their ports from the same range), so
+// startHookwarden retries on a bind refused. A variable so that tests can
+// hand out a taken port.
+var freePort = func() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -178,8 +182,34 @@ func writeHWConfig(o hwOptions, addr, admin, db string) (string, error) {
 	return cfg, os.WriteFile(cfg, []byte(body), 0o600)
 }
 
+// startAttempts bounds startHookwarden's tries when a port it picked was
+// taken before serve bound it.
+const startAttempts = 3
+
 // startHookwarden runs the real binary on a fresh (or the given) database.
+// A serve that exits because one of its two ports was taken in the moment
+// between freePort and its bind is started again on new ports: a bench of
+// half an hour must not end there.
 func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := startHookwardenOnce(ctx, o)
+		var taken *portTakenError
+		if errors.As(err, &taken) && attempt < startAttempts {
+			fmt.Fprintf(os.Stderr, "hookbench: %v; starting it again on other ports\n", taken)
+			continue
+		}
+		return s, err
+	}
+}
+
+// portTakenError: serve exited before ready because a port was taken.
+type portTakenError struct{ log string }
+
+func (e *portTakenError) Error() string {
+	return "hookwarden: a port picked for it was taken before it bound it (log: " + e.log + ")"
+}
+
+func startHookwardenOnce(ctx context.Context, o hwOptions) (*server, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -205,6 +235,10 @@ func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 			args = append(args, "--trace", filepath.Join(o.dir, "trace.out"))
 		}
 	}
+	var from int64
+	if fi, err := os.Stat(s.logPath); err == nil {
+		from = fi.Size()
+	}
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -219,11 +253,17 @@ func startHookwarden(ctx context.Context, o hwOptions) (*server, error) {
 	}
 	if err := waitHTTP(ctx, "http://"+admin+"/readyz", s.done); err != nil {
 		s.stop()
+		if errors.Is(err, errExited) && strings.Contains(since(s.logPath, from), "address already in use") {
+			return nil, &portTakenError{log: tail(s.logPath)}
+		}
 		return nil, fmt.Errorf("hookwarden: %w (log: %s)", err, tail(s.logPath))
 	}
 	s.cpu0 = s.cpuSeconds()
 	return s, nil
 }
+
+// errExited: the process exited before it answered.
+var errExited = errors.New("exited before ready")
 
 // waitHTTP polls url until it answers 200, the process exits or 20 s pass.
 func waitHTTP(ctx context.Context, url string, exited <-chan struct{}) error {
@@ -232,7 +272,7 @@ func waitHTTP(ctx context.Context, url string, exited <-chan struct{}) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
-			return errors.New("exited before ready")
+			return errExited
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -363,6 +403,15 @@ func windowStats(m0, m1 map[string]float64, seconds float64) (avg, commits, busy
 		busy = d("hookwarden_store_commit_duration_seconds_sum") / seconds
 	}
 	return avg, commits, busy
+}
+
+// since is the file at path from offset on ("" if it cannot be read).
+func since(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < offset {
+		return ""
+	}
+	return string(b[offset:])
 }
 
 func tail(path string) string {
