@@ -60,10 +60,17 @@ func fakeServe() {
 	os.Exit(0)
 }
 
-// takenPorts makes freePort hand out taken as the admin address (every
-// second call) for the first n starts, then free ports.
-func takenPorts(t *testing.T, taken string, n int) {
+// takenPorts holds a loopback port and makes freePort hand it out as the
+// admin address (every second call) for the first n starts, then free
+// ports. It returns the held address.
+func takenPorts(t *testing.T, n int) string {
 	t.Helper()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	taken := held.Addr().String()
 	real := freePort
 	calls := 0
 	freePort = func() (string, error) {
@@ -74,6 +81,7 @@ func takenPorts(t *testing.T, taken string, n int) {
 		return real()
 	}
 	t.Cleanup(func() { freePort = real })
+	return taken
 }
 
 func fakeOptions(t *testing.T) hwOptions {
@@ -93,20 +101,15 @@ func starts(t *testing.T, dir string) int {
 
 // A port taken between freePort and serve's bind costs a start, not the run.
 func TestStartHookwardenRetriesATakenPort(t *testing.T) {
-	held, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
 	o := fakeOptions(t)
-	takenPorts(t, held.Addr().String(), 1)
+	taken := takenPorts(t, 1)
 
 	s, err := startHookwarden(context.Background(), o)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	defer s.stop()
-	if s.adminAddr == held.Addr().String() {
+	if s.adminAddr == taken {
 		t.Fatalf("serve runs on the taken port %s", s.adminAddr)
 	}
 	if n := starts(t, o.dir); n != 2 {
@@ -119,15 +122,10 @@ func TestStartHookwardenRetriesATakenPort(t *testing.T) {
 
 // A port taken at every try still ends the start, after startAttempts.
 func TestStartHookwardenGivesUp(t *testing.T) {
-	held, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
 	o := fakeOptions(t)
-	takenPorts(t, held.Addr().String(), startAttempts)
+	takenPorts(t, startAttempts)
 
-	_, err = startHookwarden(context.Background(), o)
+	_, err := startHookwarden(context.Background(), o)
 	var taken *portTakenError
 	if !errors.As(err, &taken) {
 		t.Fatalf("start: %v, want a port taken", err)
