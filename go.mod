@@ -6,6 +6,7 @@ require (
 	cel.dev/cel-go v0.33.2
 	github.com/chromedp/chromedp v0.23.1
 	github.com/go-viper/mapstructure/v2 v2.4.0
+	github.com/google/btree v1.1.3
 	github.com/gorilla/mux v1.8.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0

@@ -132,28 +132,22 @@ func (s *Store) BackfillRuns(ctx context.Context, sources []string, since time.T
 	return runs, nil
 }
 
-// Claimed reports which of the ids of source are claimed, reading in chunks.
+// Claimed reports which of the ids of source are claimed. A writable
+// store reads the claims log's index first (backfill asks page after page).
 func (s *Store) Claimed(ctx context.Context, source string, ids []string) (map[string]bool, error) {
-	have := make(map[string]bool, len(ids))
-	const chunk = 200
-	for lo := 0; lo < len(ids); lo += chunk {
-		part := ids[lo:min(lo+chunk, len(ids))]
-		args := make([]any, 0, len(part)+1)
-		args = append(args, source)
-		for _, id := range part {
-			args = append(args, id)
+	if s.wdb != nil {
+		if err := s.buildClaimIndex(ctx); err != nil {
+			return nil, fmt.Errorf("look up claims: %w", err)
 		}
-		err := eachRow(ctx, s.rdb, `SELECT event_id FROM claim_refs WHERE source = ? AND event_id IN (`+
-			strings.TrimSuffix(strings.Repeat("?, ", len(part)), ", ")+`)`, func(rows *sql.Rows) error {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			have[id] = true
-			return nil
-		}, args...)
+	}
+	have := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		_, ok, err := s.findClaim(ctx, source, id)
 		if err != nil {
 			return nil, fmt.Errorf("look up claims: %w", err)
+		}
+		if ok {
+			have[id] = true
 		}
 	}
 	return have, nil

@@ -386,6 +386,15 @@ func (s *Store) listQuarantined(ctx context.Context, f hookwarden.EventFilter) (
 // ShowEvent returns one event with its receipts, jobs and attempts, or an
 // error wrapping hookwarden.ErrNotFound.
 func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwarden.EventDetail, error) {
+	// The claim first, outside the snapshot below: the look-up reads the
+	// index, the log and claims one after the other (claimindex.go).
+	ref, ok, err := s.findClaim(ctx, source, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("show event: %w", err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("event %s/%s: %w", source, eventID, hookwarden.ErrNotFound)
+	}
 	// One read transaction: a consistent snapshot across the queries below.
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -394,8 +403,8 @@ func (s *Store) ShowEvent(ctx context.Context, source, eventID string) (*hookwar
 	defer tx.Rollback() //nolint:errcheck // read-only
 	d := &hookwarden.EventDetail{}
 	var sum, element []byte
-	row := tx.QueryRowContext(ctx, "SELECT "+eventColumns+", e.body_sha256, e.body FROM events e WHERE e."+byClaim,
-		source, eventID)
+	row := tx.QueryRowContext(ctx, "SELECT "+eventColumns+", e.body_sha256, e.body FROM events e WHERE e.id = ? AND e.source = ? AND e.event_id = ?",
+		ref, source, eventID)
 	err = scanEvent(row, &d.EventSummary, &sum, &element)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("event %s/%s: %w", source, eventID, hookwarden.ErrNotFound)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,41 +16,80 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// levels reads how many claims each level of the dedup memory holds, and
-// what claim_levels says of the recent one.
-func levels(t *testing.T, s *Store) (recent, folded, counted int) {
+// levels reads how many rows each level of the dedup memory holds (a claim
+// of a generation between its fold and its drop is in both), the distinct
+// claims, and what claim_levels says of the log.
+func levels(t *testing.T, s *Store) (logRows, folded, distinct, counted int) {
 	t.Helper()
-	if err := s.DB().QueryRow(`SELECT (SELECT count(*) FROM claims_recent), (SELECT count(*) FROM claims), recent FROM claim_levels`).
-		Scan(&recent, &folded, &counted); err != nil {
+	if err := s.DB().QueryRow(`SELECT (SELECT count(*) FROM claims_log), (SELECT count(*) FROM claims),
+		(SELECT count(*) FROM (SELECT DISTINCT source, event_id FROM claim_refs)), recent FROM claim_levels`).
+		Scan(&logRows, &folded, &distinct, &counted); err != nil {
 		t.Fatal(err)
 	}
-	return recent, folded, counted
+	return logRows, folded, distinct, counted
 }
 
-// TestFoldKeepsTheDedupMemory: once claims_recent is above its limit the
-// writer moves its claims into claims a key range at a time, wrapping
-// around, and keeps it near max(FoldMin, folded/8); a copy of any claim,
-// in either level, alone or among a batch's requests, is a duplicate, and
-// a new id is claimed once however many requests carry it.
+// checkDedup fails unless every event has its claim, a key is in the log
+// once, a claim is in both levels only while its generation is folded
+// (with the same events row), no claim is left without its event, and
+// claim_levels counts the log.
+func checkDedup(t *testing.T, s *Store) (events int) {
+	t.Helper()
+	var claimed, twice, again, orphans, logRows, counted int
+	err := s.DB().QueryRow(`SELECT
+	(SELECT count(*) FROM events),
+	(SELECT count(*) FROM events e WHERE EXISTS (SELECT 1 FROM claim_refs c WHERE c.event_ref = e.id AND c.source = e.source AND c.event_id = e.event_id)),
+	(SELECT count(*) FROM claims_log l JOIN claims c USING (source, event_id)
+		WHERE l.seq > (SELECT gen_max FROM claim_fold) OR l.event_ref != c.event_ref),
+	(SELECT count(*) FROM (SELECT 1 FROM claims_log GROUP BY source, event_id HAVING count(*) > 1)),
+	(SELECT count(*) FROM claim_refs c WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = c.event_ref)),
+	(SELECT count(*) FROM claims_log), (SELECT recent FROM claim_levels)`).Scan(&events, &claimed, &twice, &again, &orphans, &logRows, &counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed != events || twice != 0 || again != 0 || orphans != 0 || logRows != counted {
+		t.Errorf("dedup memory: %d events, %d claimed, %d in both levels outside the fold, %d keys twice in the log, %d without their event; claim_levels says %d in the log, %d are",
+			events, claimed, twice, again, orphans, counted, logRows)
+	}
+	return events
+}
+
+// TestFoldKeepsTheDedupMemory: once the log is above its limit serve folds
+// a generation of it into claims in key order and drops it from the log,
+// and keeps the log near max(FoldMin, folded/8); a copy of any claim, in
+// either level or both, alone or among a batch's requests, is a
+// duplicate, and a new id is claimed once however many requests carry it.
 func TestFoldKeepsTheDedupMemory(t *testing.T) {
-	s := MustOpen(t, Options{FoldMin: 16, FoldChunk: 4})
+	s := MustOpen(t, Options{Fold: true, FoldMin: 16, FoldChunk: 4})
 	ctx := context.Background()
 	const n = 640 // 20 batches of 32
+	generations, lastGen := 0, int64(0)
 	for i := range n {
 		res, err := s.Record(ctx, receipt("github", uuidLike(i), fmt.Sprintf(`{"i":%d}`, i), "gh/app"))
 		if err != nil || res.Outcome != hookwarden.Accepted {
 			t.Fatalf("record %d: %v, %v", i, res.Outcome, err)
 		}
+		var gen int64
+		if err := s.DB().QueryRow(`SELECT gen_max FROM claim_fold`).Scan(&gen); err != nil {
+			t.Fatal(err)
+		}
+		if gen > 0 && gen != lastGen {
+			generations++
+		}
+		lastGen = gen
 	}
-	recent, folded, counted := levels(t, s)
-	if recent+folded != n || counted != recent {
-		t.Fatalf("levels: %d recent (claim_levels %d) + %d folded, want %d claims", recent, counted, folded, n)
+	logRows, folded, distinct, counted := levels(t, s)
+	if distinct != n || counted != logRows {
+		t.Fatalf("levels: %d distinct claims (%d in the log, claim_levels %d, %d folded), want %d", distinct, logRows, counted, folded, n)
 	}
-	// Two claims a commit arrive, four leave per chunk: the recent level
-	// stays within a chunk or two of its limit.
-	if limit := max(16, folded/foldRatio); folded == 0 || recent > limit+8 {
-		t.Errorf("levels: %d recent, %d folded; want recent near max(16, folded/8) = %d", recent, folded, limit)
+	// One claim a commit arrives, two fold or drop: a generation is folded
+	// and dropped while the next one fills, so the log holds at most about
+	// twice the limit.
+	if limit := max(16, folded/foldRatio); folded == 0 || logRows > 2*limit+8 || generations < 3 {
+		t.Errorf("levels: %d in the log, %d folded, %d generations seen; want claims folded in generations and the log near max(16, folded/8) = %d",
+			logRows, folded, generations, limit)
 	}
+	checkDedup(t, s)
 
 	// Copies of every claim, 32 requests at a time so that the writer
 	// commits them together (recordMany), each batch with one new id
@@ -88,91 +128,89 @@ func TestFoldKeepsTheDedupMemory(t *testing.T) {
 			t.Fatalf("a new id carried twice: %v and %v (%v, %v); want one accepted, one duplicate", a, b, errs[j], errs[j+1])
 		}
 	}
-	var events, claims int
-	if err := s.DB().QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM claim_refs)`).Scan(&events, &claims); err != nil {
-		t.Fatal(err)
+	if events, want := checkDedup(t, s), n+n/32; events != want {
+		t.Errorf("%d events; want %d", events, want)
 	}
-	if want := n + n/32; events != want || claims != want {
-		t.Errorf("%d events, %d claims; want %d of each", events, claims, want)
-	}
-	recent, folded, counted = levels(t, s)
-	if counted != recent || recent+folded != claims {
-		t.Errorf("levels: %d recent (claim_levels %d) + %d folded, want %d claims", recent, counted, folded, claims)
-	}
-	if n, err := s.WarmClaims(ctx); err != nil || int(n) != claims {
-		t.Errorf("WarmClaims = %d, %v; want both levels' %d claims", n, err, claims)
+	if _, _, distinct, _ := levels(t, s); distinct != n+n/32 {
+		t.Errorf("%d distinct claims; want %d", distinct, n+n/32)
 	}
 }
 
 // TestFoldSurvivesKill9: a process recording claims while its writer folds
-// them (a fold transaction after nearly every commit) is killed with
-// SIGKILL; reopened, the file holds every claim it acknowledged in exactly
-// one level, counted right, and a copy of each is a duplicate.
+// them (a fold, drop or cut after nearly every commit) is killed with
+// SIGKILL, three times at different points; reopened as serve opens it, the
+// file holds every claim it acknowledged, each once (in both levels only
+// within a generation being folded), counted right, and a copy of each is
+// a duplicate. The next child resumes the fold where the killed one left it.
 func TestFoldSurvivesKill9(t *testing.T) {
 	if path := os.Getenv("HOOKWARDEN_FOLD_CHILD"); path != "" {
-		foldChild(path)
+		from, _ := strconv.Atoi(os.Getenv("HOOKWARDEN_FOLD_FROM"))
+		foldChild(path, from)
 		return
 	}
 	path := filepath.Join(t.TempDir(), "hw.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFoldSurvivesKill9$")
-	cmd.Env = append(os.Environ(), "HOOKWARDEN_FOLD_CHILD="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The child prints each id once its Record returned: acknowledged.
 	var acked []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && len(acked) < 3000 {
-		acked = append(acked, sc.Text())
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if len(acked) < 3000 {
-		t.Fatalf("the child acknowledged %d claims before it stopped, want 3000", len(acked))
-	}
+	for round, stopAt := range []int{1500, 2300, 3100} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFoldSurvivesKill9$")
+		cmd.Env = append(os.Environ(), "HOOKWARDEN_FOLD_CHILD="+path, fmt.Sprint("HOOKWARDEN_FOLD_FROM=", round*1_000_000))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The child prints each id once its Record returned: acknowledged.
+		var these []string
+		sc := bufio.NewScanner(out)
+		for sc.Scan() && len(these) < stopAt {
+			these = append(these, sc.Text())
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if len(these) < stopAt {
+			t.Fatalf("round %d: the child acknowledged %d claims before it stopped, want %d", round, len(these), stopAt)
+		}
+		acked = append(acked, these...)
 
-	s, err := Open(context.Background(), path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	recent, folded, counted := levels(t, s)
-	if folded == 0 || counted != recent {
-		t.Errorf("levels after the kill: %d recent (claim_levels %d), %d folded; want claims folded and counted", recent, counted, folded)
-	}
-	var events, claimed, twice int
-	if err := s.DB().QueryRow(`SELECT (SELECT count(*) FROM events),
-	(SELECT count(*) FROM events e JOIN claim_refs c ON c.event_ref = e.id AND c.event_id = e.event_id),
-	(SELECT count(*) FROM claims_recent JOIN claims USING (source, event_id))`).Scan(&events, &claimed, &twice); err != nil {
-		t.Fatal(err)
-	}
-	if claimed != events || twice != 0 || events != recent+folded || events < len(acked) {
-		t.Errorf("%d events, %d claimed, %d in both levels, %d+%d in the levels; %d acknowledged", events, claimed, twice, recent, folded, len(acked))
-	}
-	for _, id := range acked {
-		res, err := s.Record(context.Background(), receipt("github", id, `{}`, "gh/app"))
-		if err != nil || res.Outcome != hookwarden.Duplicate {
-			t.Fatalf("copy of acknowledged %s: %v, %v; want a duplicate", id, res.Outcome, err)
+		s, err := Open(context.Background(), path, Options{Fold: true, FoldMin: 64, FoldChunk: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, folded, distinct, _ := levels(t, s)
+		var gen int64
+		if err := s.DB().QueryRow(`SELECT gen_max FROM claim_fold`).Scan(&gen); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: killed with %d claims, %d folded, generation up to %d", round, distinct, folded, gen)
+		events := checkDedup(t, s)
+		if folded == 0 || events != distinct || events < len(acked) {
+			t.Errorf("round %d: %d events, %d distinct claims, %d folded; %d acknowledged", round, events, distinct, folded, len(acked))
+		}
+		for _, id := range acked {
+			res, err := s.Record(context.Background(), receipt("github", id, `{}`, "gh/app"))
+			if err != nil || res.Outcome != hookwarden.Duplicate {
+				t.Fatalf("round %d: copy of acknowledged %s: %v, %v; want a duplicate", round, id, res.Outcome, err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
 
-// foldChild records claims with ids in no order, 16 at a time, until it is
-// killed, printing each acknowledged id.
-func foldChild(path string) {
-	s, err := Open(context.Background(), path, Options{FoldMin: 64, FoldChunk: 16})
+// foldChild records claims with ids in no order, 16 at a time, from
+// uuidLike(from) on, until it is killed, printing each acknowledged id.
+func foldChild(path string, from int) {
+	s, err := Open(context.Background(), path, Options{Fold: true, FoldMin: 64, FoldChunk: 16})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	w := bufio.NewWriter(os.Stdout)
-	for i := 0; ; i += 16 {
+	for i := from; ; i += 16 {
 		var wg sync.WaitGroup
 		ok := make([]bool, 16)
 		for k := range 16 {
@@ -190,8 +228,48 @@ func foldChild(path string) {
 			}
 		}
 		w.Flush()
-		if i > 1_000_000 {
+		if i > from+1_000_000 {
 			time.Sleep(time.Second) // the parent has stopped reading
 		}
+	}
+}
+
+// TestFoldWhileIdle: below twice its limit the log is folded only while
+// the writer has nothing to write; once the claims stop, the generation
+// cut when the log passed its limit is folded and leaves the log, and
+// every claim is still a duplicate.
+func TestFoldWhileIdle(t *testing.T) {
+	s := MustOpen(t, Options{Fold: true, FoldMin: 64, FoldChunk: 8, FoldIdle: 50 * time.Millisecond})
+	for i := range 100 {
+		if o := record(t, s, uuidLike(i)); o != hookwarden.Accepted {
+			t.Fatalf("%d: %v", i, o)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var gen int64
+		if err := s.DB().QueryRow(`SELECT gen_max FROM claim_fold`).Scan(&gen); err != nil {
+			t.Fatal(err)
+		}
+		logRows, folded, distinct, _ := levels(t, s)
+		if gen == 0 && folded > 64 {
+			if logRows+folded != 100 || distinct != 100 {
+				t.Errorf("after the idle fold: %d in the log, %d folded, %d distinct; want 100 claims, each once", logRows, folded, distinct)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle for 10 s and the generation is not folded: generation %d, %d in the log, %d folded", gen, logRows, folded)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkDedup(t, s)
+	for i := range 100 {
+		if o := record(t, s, uuidLike(i)); o != hookwarden.Duplicate {
+			t.Fatalf("copy of %d: %v, want a duplicate", i, o)
+		}
+	}
+	if logRows, _, _, _ := levels(t, s); s.claims.size() != logRows {
+		t.Errorf("the index holds %d claims after the fold, want the %d left in the log", s.claims.size(), logRows)
 	}
 }

@@ -79,13 +79,13 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 	})
 }
 
-// foldHistory moves the claims of events lo-hi from the recent level into
-// the large one, in key order.
+// foldHistory moves the claims of events lo-hi from the log into the large
+// level, in key order.
 func foldHistory(ctx context.Context, tx *sql.Tx, lo, hi int64) error {
 	for _, q := range []string{
-		`INSERT INTO claims (source, event_id, event_ref) SELECT source, event_id, event_ref FROM claims_recent
+		`INSERT INTO claims (source, event_id, event_ref) SELECT source, event_id, event_ref FROM claims_log
 			WHERE event_ref BETWEEN ?1 AND ?2 ORDER BY source, event_id`,
-		`DELETE FROM claims_recent WHERE event_ref BETWEEN ?1 AND ?2`,
+		`DELETE FROM claims_log WHERE event_ref BETWEEN ?1 AND ?2`,
 	} {
 		if _, err := tx.ExecContext(ctx, q, lo, hi); err != nil {
 			return fmt.Errorf("fold the history's claims %d-%d: %w", lo, hi, err)

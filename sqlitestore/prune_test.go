@@ -188,9 +188,11 @@ func TestPruneWalkResumes(t *testing.T) {
 }
 
 // TestPrunedBytesPerEvent is the size target of issue 8: after the payload
-// tier and a VACUUM, a finished event costs at most 240 bytes of file: about
+// tier and a VACUUM, a finished event costs at most 256 bytes of file: about
 // 130 until schema 8 wrote its three summary times as text (27 bytes each,
-// like every other time), about 210 since. The file of an empty database (a
+// like every other time), about 210 since, 246 since schema 16 (a claim
+// still in the log has a sequence number and an entry in the log's index
+// by event; here all 2,000 are, since nothing folds them). The file of an empty database (a
 // page per table and index) is not counted: it is the same for 2,000 events
 // as for millions.
 func TestPrunedBytesPerEvent(t *testing.T) {
@@ -273,8 +275,8 @@ func TestPrunedBytesPerEvent(t *testing.T) {
 	}
 	pruned := size("pruned.db")
 	t.Logf("bytes per claimed event: %.0f before pruning (1 KiB body), %.0f after", full, pruned)
-	if pruned > 240 {
-		t.Errorf("after pruning payloads: %.0f bytes per claimed event, want at most 240", pruned)
+	if pruned > 256 {
+		t.Errorf("after pruning payloads: %.0f bytes per claimed event, want at most 256", pruned)
 	}
 	// The dedup memory is intact.
 	b := []byte(`{}`)

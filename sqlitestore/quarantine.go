@@ -103,6 +103,9 @@ func (s *Store) bodyKeyTx(ctx context.Context, tx *sql.Tx, source string, ev *ho
 
 // claimedTx reports whether source/id is claimed.
 func (s *Store) claimedTx(ctx context.Context, tx *sql.Tx, source, id string) (bool, error) {
+	if _, _, inLog, err := s.findClaimTx(ctx, tx, source, id); err != nil || inLog {
+		return inLog, err
+	}
 	var ref int64
 	err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, id).Scan(&ref, new([]byte))
 	switch {
@@ -310,7 +313,7 @@ func (s *Store) ShowQuarantined(ctx context.Context, receiptID int64) (*hookward
 func (s *Store) ReleaseQuarantined(ctx context.Context, rel hookwarden.Release) (hookwarden.Released, error) {
 	var out hookwarden.Released
 	var fail error
-	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writeClaims(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		out, fail = hookwarden.Released{}, nil
 		var r hookwarden.Receipt
 		var candidate, headers, at string

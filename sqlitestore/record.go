@@ -13,10 +13,6 @@ import (
 	"github.com/hookwarden/hookwarden"
 )
 
-// byClaim finds an events row by its source and event id (two arguments),
-// through both levels of the dedup memory: events has no index on the id.
-const byClaim = `id = (SELECT event_ref FROM claim_refs WHERE source = ? AND event_id = ?)`
-
 // writeStmts are prepared once on the writer's single connection and reused
 // by every transaction (tx.StmtContext on the same connection re-binds them
 // without preparing again).
@@ -28,6 +24,7 @@ type writeStmts struct {
 	token, tokenLookup                *sql.Stmt
 	backfilled                        *sql.Stmt
 	lease, attempt                    *sql.Stmt
+	verify, logTop                    *sql.Stmt // the claims log's (claimindex.go)
 	delivered, retry, dead            *sql.Stmt
 	many                              manyStmts
 }
@@ -40,13 +37,14 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		// No RETURNING on the hot inserts: SQLite implements it with an
 		// ephemeral table per execution, which cost more than the insert.
 		// The row id comes from last_insert_rowid, the claim from changes().
-		// The claim: the events row is inserted when neither level of the
-		// dedup memory holds the id, and its insert trigger records the
-		// claim in claims_recent (schema 15).
+		// The claim, once the log's index (claimindex.go) has not found
+		// the id: the events row is inserted when claims does not hold it
+		// either, and its insert trigger appends the claim to claims_log.
 		{&w.claim, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
-			SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM claims_recent WHERE source = ?1 AND event_id = ?2)
-			AND NOT EXISTS (SELECT 1 FROM claims WHERE source = ?1 AND event_id = ?2)`},
-		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE ` + byClaim},
+			SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM claims WHERE source = ?1 AND event_id = ?2)`},
+		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE id = (SELECT event_ref FROM claims WHERE source = ? AND event_id = ?)`},
+		{&w.verify, verifyClaimSQL},
+		{&w.logTop, logTopSQL},
 		{&w.receipt, `INSERT INTO receipts (source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256, quarantine_reason, origin)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// Asked only of a duplicate whose bytes differ (rare): was the
@@ -105,7 +103,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 func (w *writeStmts) close() {
 	for _, st := range []*sql.Stmt{w.claim, w.lookup, w.receipt, w.job, w.link, w.quarantineFind, w.quarantineBump,
 		w.quarantineNew, w.quarantineReuse, w.bodyKey, w.bodyKeyLookup, w.token, w.tokenLookup, w.backfilled,
-		w.lease, w.attempt, w.delivered, w.retry, w.dead} {
+		w.lease, w.attempt, w.delivered, w.retry, w.dead, w.verify, w.logTop} {
 		if st != nil {
 			st.Close()
 		}
@@ -161,22 +159,28 @@ func (s *Store) recordTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 // cannot tell: the duplicate is not flagged, and unknown says to keep its
 // body, since nothing proves it identical.
 func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string, fromBackfill bool) (ref int64, isNew, divergent, unknown bool, err error) {
-	res, err := tx.StmtContext(ctx, s.stmts.claim).ExecContext(ctx,
-		source, ev.ID, ev.Type, at, ev.BodySHA256[:], ev.Body)
+	ref, sum, inLog, err := s.findClaimTx(ctx, tx, source, ev.ID)
 	if err != nil {
-		return 0, false, false, false, fmt.Errorf("claim event: %w", err)
+		return 0, false, false, false, err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return 0, false, false, false, fmt.Errorf("claim event: %w", err)
-	} else if n == 1 {
-		if ref, err = res.LastInsertId(); err != nil {
+	if !inLog {
+		res, err := tx.StmtContext(ctx, s.stmts.claim).ExecContext(ctx,
+			source, ev.ID, ev.Type, at, ev.BodySHA256[:], ev.Body)
+		if err != nil {
 			return 0, false, false, false, fmt.Errorf("claim event: %w", err)
 		}
-		return ref, true, false, false, nil
-	}
-	var sum []byte
-	if err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, &sum); err != nil {
-		return 0, false, false, false, fmt.Errorf("look up claimed event: %w", err)
+		if n, err := res.RowsAffected(); err != nil {
+			return 0, false, false, false, fmt.Errorf("claim event: %w", err)
+		} else if n == 1 {
+			if ref, err = res.LastInsertId(); err != nil {
+				return 0, false, false, false, fmt.Errorf("claim event: %w", err)
+			}
+			s.claims.claimed(source, ev.ID, ref)
+			return ref, true, false, false, nil
+		}
+		if err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, &sum); err != nil {
+			return 0, false, false, false, fmt.Errorf("look up claimed event: %w", err)
+		}
 	}
 	divergent, unknown = compareClaim(sum, ev)
 	if divergent {
@@ -418,8 +422,7 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 			// repeated id once); the claim is as in writeStmts.claim.
 			{&m.claim[l], `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256)
 				SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (VALUES ` + rows("(?, ?, ?, ?, ?)", n) + `) AS v
-				WHERE NOT EXISTS (SELECT 1 FROM claims_recent c WHERE c.source = v.column1 AND c.event_id = v.column2)
-				AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.source = v.column1 AND c.event_id = v.column2)
+				WHERE NOT EXISTS (SELECT 1 FROM claims c WHERE c.source = v.column1 AND c.event_id = v.column2)
 				RETURNING id, source, event_id`},
 			// Explicit ids (max + 1, + 2, ...): each request learns its row
 			// without RETURNING, whose row order SQLite does not promise.
@@ -489,9 +492,26 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 	// the others find its claim.
 	seen := make(map[key]bool, len(recs))
 	firsts := make([]*recordOp, 0, len(recs))
+	// Claims the log's index holds (checked against their events rows).
+	type found struct {
+		ref int64
+		sum []byte
+	}
+	var inLog map[key]found
 	for _, rc := range recs {
 		if k := (key{rc.r.Source, rc.r.Events[0].ID}); !seen[k] {
 			seen[k] = true
+			ref, sum, ok, err := s.findClaimTx(ctx, tx, k.source, k.id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if inLog == nil {
+					inLog = make(map[key]found)
+				}
+				inLog[k] = found{ref, sum}
+				continue
+			}
 			firsts = append(firsts, rc)
 		}
 	}
@@ -514,6 +534,7 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 				return fmt.Errorf("claim events: %w", err)
 			}
 			claimed[k] = id
+			s.claims.claimed(k.source, k.id, id)
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("claim events: %w", err)
@@ -533,12 +554,20 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 			rc.ref, rc.isNew, rc.divergent = id, true, false
 			continue
 		}
-		if lookup == nil {
-			lookup = tx.StmtContext(ctx, s.stmts.lookup)
-		}
 		var sum []byte
-		if err := lookup.QueryRowContext(ctx, k.source, k.id).Scan(&rc.ref, &sum); err != nil {
-			return fmt.Errorf("look up claimed event: %w", err)
+		if f, ok := inLog[k]; ok {
+			rc.ref, sum = f.ref, f.sum
+		} else if ref, fsum, ok, err := s.findClaimTx(ctx, tx, k.source, k.id); err != nil {
+			return err
+		} else if ok { // claimed by an earlier request of this batch
+			rc.ref, sum = ref, fsum
+		} else {
+			if lookup == nil {
+				lookup = tx.StmtContext(ctx, s.stmts.lookup)
+			}
+			if err := lookup.QueryRowContext(ctx, k.source, k.id).Scan(&rc.ref, &sum); err != nil {
+				return fmt.Errorf("look up claimed event: %w", err)
+			}
 		}
 		rc.isNew = false
 		rc.divergent, rc.unknown = compareClaim(sum, ev)

@@ -78,10 +78,13 @@ func (s *Store) selectReplay(ctx context.Context, sel hookwarden.ReplaySelector,
 			return nil, errors.New("replay: events need their source")
 		}
 		for _, id := range sel.EventIDs {
-			var ref int64
 			var pruned sql.NullString
-			err := s.rdb.QueryRowContext(ctx, `SELECT id, pruned_at FROM events WHERE `+byClaim,
-				sel.Source, id).Scan(&ref, &pruned)
+			ref, ok, err := s.findClaim(ctx, sel.Source, id)
+			if err == nil && ok {
+				err = s.rdb.QueryRowContext(ctx, `SELECT id, pruned_at FROM events WHERE id = ?`, ref).Scan(&ref, &pruned)
+			} else if err == nil {
+				err = sql.ErrNoRows
+			}
 			if errors.Is(err, sql.ErrNoRows) {
 				res.Skipped = append(res.Skipped, hookwarden.ReplaySkip{Source: sel.Source, EventID: id, Reason: hookwarden.SkipNotFound})
 				continue

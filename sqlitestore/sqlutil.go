@@ -21,6 +21,7 @@ func limitOf(n int) int {
 // querier is a pool or a transaction.
 type querier interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	QueryRowContext(context.Context, string, ...any) *sql.Row
 }
 
 // eachRow runs q and calls fn for every row, closing the rows in every case.

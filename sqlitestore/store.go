@@ -56,11 +56,19 @@ type Options struct {
 	// export or was moved to PostgreSQL (serve sets it): neither is a live
 	// database. The file is left unchanged.
 	RefuseMarked bool
-	// FoldMin is the recent claims below which none is folded into the
+	// Fold makes this store fold the dedup memory's log into claims
+	// (fold.go) and read the log's index at Open. serve sets it: one
+	// process per file may fold, and serve is the one that runs for long.
+	Fold bool
+	// FoldMin is the log's claims below which none is folded into the
 	// large level of the dedup memory (default 1,048,576), and FoldChunk
 	// the claims one fold transaction moves (default 512); see fold.go.
 	// Tests make both small to fold at once.
 	FoldMin, FoldChunk int
+	// FoldIdle is how long the writer waits with nothing to write before
+	// it takes a fold step (default 20 ms): the fold yields to a burst,
+	// and runs beside one only once the log holds twice its limit.
+	FoldIdle time.Duration
 }
 
 // Store is the SQLite implementation of hookwarden.Store. It is safe for
@@ -82,9 +90,10 @@ type Store struct {
 	once     sync.Once
 
 	stmts  writeStmts
-	fstmts flowStmts // flow control's, on the writer's connection too
-	fold   foldState // the writer's
-	reads  readStmts // prepared on rdb; not in a read-only store
+	fstmts flowStmts  // flow control's, on the writer's connection too
+	fold   foldState  // the writer's
+	claims claimIndex // the log's look-up by key (claimindex.go)
+	reads  readStmts  // prepared on rdb; not in a read-only store
 
 	direct atomic.Pointer[hookwarden.Direct] // SetDirect
 	handed []handed                          // jobs created leased by the writer's current transaction
@@ -108,6 +117,9 @@ type op struct {
 	// rec, when set, is the Record request fn commits; the writer may commit
 	// several of them together with multi-row statements instead (recordMany).
 	rec *recordOp
+	// claims says fn may claim an event: the claim index must be built
+	// before its transaction begins.
+	claims bool
 }
 
 // walAutocheckpoint is the writer's wal_autocheckpoint, in pages.
@@ -223,6 +235,21 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.wdb.Close()
 		return nil, err
 	}
+	if opts.Fold {
+		// Before the first request: serve is not ready until it can claim.
+		start := time.Now()
+		if err := s.buildClaimIndex(ctx); err != nil {
+			s.rdb.Close()
+			s.wdb.Close()
+			return nil, err
+		}
+		if err := s.startFold(ctx); err != nil {
+			s.rdb.Close()
+			s.wdb.Close()
+			return nil, fmt.Errorf("read the fold's state: %w", err)
+		}
+		s.log.Info("claims log read into memory", "claims", s.claims.size(), "took", time.Since(start).Round(time.Millisecond))
+	}
 	s.ops = make(chan *op, opts.QueueSize)
 	s.lastOK = s.now()
 	go s.writer()
@@ -323,6 +350,11 @@ func (s *Store) write(ctx context.Context, wait bool, fn func(context.Context, *
 	return s.writeOp(ctx, wait, &op{fn: fn, done: make(chan error, 1)})
 }
 
+// writeClaims is write for a function that may claim an event.
+func (s *Store) writeClaims(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
+	return s.writeOp(ctx, true, &op{fn: fn, done: make(chan error, 1), claims: true})
+}
+
 // writeOp is write for a prepared op.
 func (s *Store) writeOp(ctx context.Context, wait bool, o *op) error {
 	if s.closing.Load() {
@@ -366,12 +398,38 @@ func (s *Store) writeOp(ctx context.Context, wait bool, o *op) error {
 func (s *Store) writer() {
 	defer close(s.done)
 	batch := make([]*op, 0, s.opts.MaxBatch)
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
+	folding := false // the last wake-up was an idle fold step
 	for {
 		batch = batch[:0]
+		var idleC <-chan time.Time
+		if s.foldDue() {
+			// Quiet for FoldIdle: a fold step; then the next while it
+			// stays quiet, one after the other.
+			wait := s.foldIdle()
+			if folding {
+				wait = 0
+			}
+			idle.Reset(wait)
+			idleC = idle.C
+		}
 		select {
+		case <-idleC:
+			if len(s.ops) > 0 { // a write came with the timer: it goes first
+				folding = false
+				continue
+			}
+			folding = true
+			s.idleFold()
+			continue
 		case o := <-s.ops:
+			folding = false
+			idle.Stop()
 			batch = append(batch, o)
 		case <-s.quit:
+			idle.Stop()
 			// Drain whatever was queued before Close, then stop.
 			for {
 				select {
@@ -437,14 +495,29 @@ func (s *Store) runTx(ops []*op) (err error) {
 	ctx := context.Background()
 	s.handed = s.handed[:0]
 	clear(s.txPaused)
+	for _, o := range ops {
+		if o.claims || o.rec != nil {
+			// Outside the write lock: a command-line writer reads the log
+			// from a snapshot without holding up serve.
+			if err := s.buildClaimIndex(ctx); err != nil {
+				return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
+			}
+			break
+		}
+	}
+	s.claims.claimsBegin()
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%w: begin: %w", hookwarden.ErrUnavailable, err)
 	}
 	committed := false
+	var logTop int64
 	defer func() {
 		if !committed {
 			_ = tx.Rollback()
+			s.claims.claimsBegin() // its claims never were
+		} else {
+			s.claims.claimsAfterCommit(logTop)
 		}
 		handOver(s.handed, committed)
 		clear(s.handed) // drop the bodies
@@ -474,6 +547,9 @@ func (s *Store) runTx(ops []*op) (err error) {
 		if err := o.fn(ctx, tx); err != nil {
 			return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 		}
+	}
+	if logTop, err = s.claimsBeforeCommit(ctx, tx); err != nil {
+		return fmt.Errorf("%w: %w", hookwarden.ErrUnavailable, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("%w: commit: %w", hookwarden.ErrUnavailable, err)

@@ -9,15 +9,17 @@ import (
 	"slices"
 )
 
-// The warm-up reads the pages of the dedup memory's two levels (claims_recent
-// and claims, schema 15), and only those: a test checks the plans.
-// warmClaimsSQL reads all of them, warmSourceSQL one source's part.
+// The warm-up reads the pages of the dedup memory's large level (claims,
+// schema 16), and only those: a test checks the plans. The log, the recent
+// level, is read whole into memory when serve opens the store
+// (claimindex.go), and counted here from claim_levels. warmClaimsSQL reads
+// all of claims, warmSourceSQL one source's part.
 const (
-	warmClaimsSQL     = `SELECT (SELECT count(*) FROM claims_recent WHERE source >= '') + (SELECT count(*) FROM claims WHERE source >= '')`
-	warmSourceSQL     = `SELECT (SELECT count(*) FROM claims_recent WHERE source = ?1) + (SELECT count(*) FROM claims WHERE source = ?1)`
-	warmNextSourceSQL = `SELECT s FROM (SELECT min(source) AS s FROM claims_recent WHERE source > ?1
-	UNION ALL SELECT min(source) FROM claims WHERE source > ?1) WHERE s IS NOT NULL ORDER BY s LIMIT 1`
-	warmNewestSQL = `SELECT source, event_id FROM events WHERE id > (SELECT max(id) FROM events) - ? ORDER BY id`
+	warmClaimsSQL     = `SELECT (SELECT recent FROM claim_levels) + (SELECT count(*) FROM claims WHERE source >= '')`
+	warmLogSQL        = `SELECT recent FROM claim_levels`
+	warmSourceSQL     = `SELECT count(*) FROM claims WHERE source = ?1`
+	warmNextSourceSQL = `SELECT s FROM (SELECT min(source) AS s FROM claims WHERE source > ?1) WHERE s IS NOT NULL`
+	warmNewestSQL     = `SELECT source, event_id FROM events WHERE id > (SELECT max(id) FROM events) - ? ORDER BY id`
 )
 
 // The newest warmSample claims tell, per source, whether new ids land in
@@ -63,6 +65,9 @@ func (s *Store) WarmClaims(ctx context.Context) (int64, error) {
 		return n, nil
 	}
 	s.log.Info("claim index: sources whose new ids come in order are not read", "sources", slices.Sorted(maps.Keys(ordered)))
+	if err := s.rdb.QueryRowContext(ctx, warmLogSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read the claim index: %w", err)
+	}
 	source := ""
 	for {
 		err := s.rdb.QueryRowContext(ctx, warmNextSourceSQL, source).Scan(&source)

@@ -91,7 +91,7 @@ func openServeStore(ctx context.Context, cfg *config.Config, log *slog.Logger,
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Logger: log, OnCommit: onCommit, RefuseMarked: true})
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Options{Logger: log, OnCommit: onCommit, RefuseMarked: true, Fold: true})
 	if err != nil {
 		_ = owner.Release()
 		var me *sqlitestore.MarkError

@@ -26,13 +26,13 @@ import (
 // the destination's triggers as the copy writes the rows; the minutes of a
 // day ago and older go with the destination's next prune pass.
 //
-// claims_recent, claims and claim_levels (SQLite's schema 15) are the dedup
-// memory, kept from events by its triggers the same way: an SQLite
-// destination claims each event as the copy writes it (in claims_recent;
-// its writer folds them later), and PostgreSQL's memory is events' own
-// unique index.
+// claims_log, claims, claim_levels and claim_fold (SQLite's schema 16) are
+// the dedup memory, kept from events by its triggers the same way: an
+// SQLite destination claims each event as the copy writes it (in
+// claims_log; its serve folds them later), and PostgreSQL's memory is
+// events' own unique index.
 var derived = map[string]bool{"counters": true, "hourly": true, "job_leases": true, "minutely": true,
-	"claims_recent": true, "claims": true, "claim_levels": true}
+	"claims_log": true, "claims": true, "claim_levels": true, "claim_fold": true}
 
 // hourText is how SQLite's hourly keys an hour.
 const hourText = "2006-01-02T15"
