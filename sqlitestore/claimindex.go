@@ -36,7 +36,8 @@ import (
 // claimItem is one claim of the log: its key and its events row. The key
 // is the source, a NUL and the event id in one string: in the order of
 // claims' (source, event_id) (a source name has no NUL), and one
-// allocation a claim instead of two (80 heap bytes a claim against 108).
+// allocation a claim instead of two (83 heap bytes a claim against 108,
+// BenchmarkClaimIndex).
 type claimItem struct {
 	key string
 	ref int64
@@ -132,8 +133,8 @@ func (x *claimIndex) size() int {
 // few thousand at a time under mu so that readers are not held up long.
 func (x *claimIndex) readLogRows(ctx context.Context, q querier, lo, hi int64, skip func(seq int64, it claimItem) bool) error {
 	// The key is put together by SQLite: one string for the driver to
-	// copy instead of two and a concatenation (3.6 s for 1.1 M rows
-	// otherwise, most of it here).
+	// copy instead of two and a concatenation. Reading the log is most of
+	// serve's start on a large file (1.14 M rows in 2.2 s here).
 	rows, err := q.QueryContext(ctx, `SELECT seq, source || char(0) || event_id, event_ref FROM claims_log WHERE seq > ? AND seq <= ? ORDER BY seq`, lo, hi)
 	if err != nil {
 		return err
