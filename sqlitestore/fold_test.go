@@ -77,6 +77,15 @@ func TestFoldKeepsTheDedupMemory(t *testing.T) {
 			generations++
 		}
 		lastGen = gen
+		// Claims come one after the other, never a quiet moment of
+		// FoldIdle: the fold runs beside them once the log holds twice its
+		// limit L, and the log grows while a generation is folded (by 5/8
+		// of it: a step a chunk of the fold, a step four chunks of the
+		// drop, each paid by half a chunk of new claims), so it peaks near
+		// 2L + 5/8 of a generation of some 1.45 L: under 3 L.
+		if logRows, _, _, _ := levels(t, s); logRows > 3*max(16, (i+1-logRows)/foldRatio)+16 {
+			t.Fatalf("after claim %d: %d claims in the log; want under three times its limit", i, logRows)
+		}
 	}
 	logRows, folded, distinct, counted := levels(t, s)
 	if distinct != n || counted != logRows {
