@@ -53,8 +53,6 @@ func (it claimItem) split() (source, id string) {
 
 func claimLess(a, b claimItem) bool { return a.key < b.key }
 
-type claimKey struct{ source, id string }
-
 // claimTree is an ordered set of claims by key. Degree 32: nodes of up to
 // 63 items, which keeps a look-up to a few cache lines per level.
 type claimTree = btree.BTreeG[claimItem]
@@ -78,9 +76,9 @@ type claimIndex struct {
 	// The writer's current transaction.
 	tx struct {
 		caughtUp bool
-		base     int64 // the log's top sequence number when it caught up
-		inserted int64 // claims it inserted: log rows base+1..base+inserted
-		pending  map[claimKey]int64
+		base     int64            // the log's top sequence number when it caught up
+		inserted int64            // claims it inserted: log rows base+1..base+inserted
+		pending  map[string]int64 // by claimKeyOf
 	}
 }
 
@@ -98,12 +96,12 @@ func (x *claimIndex) add(seq int64, it claimItem) {
 // writer calls it without mu (it is the only mutator); readers with mu
 // held for reading.
 func (x *claimIndex) candidates(dst []int64, source, id string, pending bool) []int64 {
+	k := claimItem{key: claimKeyOf(source, id)}
 	if pending {
-		if ref, ok := x.tx.pending[claimKey{source, id}]; ok {
+		if ref, ok := x.tx.pending[k.key]; ok {
 			dst = append(dst, ref)
 		}
 	}
-	k := claimItem{key: claimKeyOf(source, id)}
 	if it, ok := x.filling.Get(k); ok {
 		dst = append(dst, it.ref)
 	}
@@ -254,13 +252,13 @@ func (s *Store) catchUp(ctx context.Context, tx *sql.Tx) error {
 // claimed notes a claim the writer's transaction inserted.
 func (x *claimIndex) claimed(source, id string, ref int64) {
 	if x.tx.pending == nil {
-		x.tx.pending = make(map[claimKey]int64)
+		x.tx.pending = make(map[string]int64)
 	}
-	x.tx.pending[claimKey{source, id}] = ref
+	x.tx.pending[claimKeyOf(source, id)] = ref
 	x.tx.inserted++
 }
 
-// beforeCommit reads the log's top inside the transaction: when the rows
+// claimsBeforeCommit reads the log's top inside the transaction: when the rows
 // past base are exactly its own claims, the index will know every row up
 // to it once they join.
 func (s *Store) claimsBeforeCommit(ctx context.Context, tx *sql.Tx) (top int64, err error) {
@@ -280,8 +278,8 @@ func (s *Store) claimsBeforeCommit(ctx context.Context, tx *sql.Tx) (top int64, 
 func (x *claimIndex) claimsAfterCommit(top int64) {
 	if len(x.tx.pending) > 0 {
 		x.mu.Lock()
-		for k, ref := range x.tx.pending {
-			x.filling.ReplaceOrInsert(claimItem{key: claimKeyOf(k.source, k.id), ref: ref})
+		for key, ref := range x.tx.pending {
+			x.filling.ReplaceOrInsert(claimItem{key: key, ref: ref})
 		}
 		x.mu.Unlock()
 	}

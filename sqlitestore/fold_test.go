@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,14 +30,15 @@ func levels(t *testing.T, s *Store) (logRows, folded, distinct, counted int) {
 	return logRows, folded, distinct, counted
 }
 
-// checkDedup fails unless every event has its claim, a key is in the log
-// once, a claim is in both levels only while its generation is folded
-// (with the same events row), no claim is left without its event, and
-// claim_levels counts the log.
-func checkDedup(t *testing.T, s *Store) (events int) {
+// CheckDedupMemory fails unless every event has its claim, a key is in
+// the log once, a claim is in both levels only while its generation is
+// folded (with the same events row), no claim is left without its event,
+// and claim_levels counts the log. Exported for the conformance runs of
+// package sqlitestore_test.
+func CheckDedupMemory(t testing.TB, db *sql.DB) (events int) {
 	t.Helper()
 	var claimed, twice, again, orphans, logRows, counted int
-	err := s.DB().QueryRow(`SELECT
+	err := db.QueryRow(`SELECT
 	(SELECT count(*) FROM events),
 	(SELECT count(*) FROM events e WHERE EXISTS (SELECT 1 FROM claim_refs c WHERE c.event_ref = e.id AND c.source = e.source AND c.event_id = e.event_id)),
 	(SELECT count(*) FROM claims_log l JOIN claims c USING (source, event_id)
@@ -52,6 +54,11 @@ func checkDedup(t *testing.T, s *Store) (events int) {
 			events, claimed, twice, again, orphans, counted, logRows)
 	}
 	return events
+}
+
+func checkDedup(t *testing.T, s *Store) (events int) {
+	t.Helper()
+	return CheckDedupMemory(t, s.DB())
 }
 
 // TestFoldKeepsTheDedupMemory: once the log is above its limit serve folds

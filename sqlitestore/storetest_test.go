@@ -52,7 +52,7 @@ func fullCount(t *testing.T, st storetest.Store, now time.Time) (storetest.Stats
 	t.Helper()
 	db := st.(*sqlitestore.Store).DB()
 	checkMinutely(t, db, now)
-	checkClaims(t, db)
+	sqlitestore.CheckDedupMemory(t, db)
 	out := storetest.Stats{At: now}
 	src := map[string]*hookwarden.SourceStats{}
 	source := func(n string) *hookwarden.SourceStats {
@@ -198,30 +198,6 @@ func refuseJobs(t *testing.T, st storetest.Store) func() {
 		if _, err := db.Exec(`DROP TRIGGER storetest_refuse_jobs`); err != nil {
 			t.Fatalf("drop trigger: %v", err)
 		}
-	}
-}
-
-// checkClaims fails unless every event has its claim in the dedup memory,
-// a key is in the log once, a claim is in both levels only while its
-// generation is being folded (and then with the same events row), no
-// claim is left without its event, and claim_levels counts the log.
-func checkClaims(t *testing.T, db *sql.DB) {
-	t.Helper()
-	var events, claimed, twice, again, orphans, recent, counted int
-	err := db.QueryRow(`SELECT
-	(SELECT count(*) FROM events),
-	(SELECT count(*) FROM events e WHERE EXISTS (SELECT 1 FROM claim_refs c WHERE c.event_ref = e.id AND c.source = e.source AND c.event_id = e.event_id)),
-	(SELECT count(*) FROM claims_log l JOIN claims c USING (source, event_id)
-		WHERE l.seq > (SELECT gen_max FROM claim_fold) OR l.event_ref != c.event_ref),
-	(SELECT count(*) FROM (SELECT 1 FROM claims_log GROUP BY source, event_id HAVING count(*) > 1)),
-	(SELECT count(*) FROM claim_refs c WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = c.event_ref)),
-	(SELECT count(*) FROM claims_log), (SELECT recent FROM claim_levels)`).Scan(&events, &claimed, &twice, &again, &orphans, &recent, &counted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if claimed != events || twice != 0 || again != 0 || orphans != 0 || recent != counted {
-		t.Errorf("dedup memory: %d events, %d claimed, %d claims in both levels outside the fold, %d keys twice in the log, %d without their event; claim_levels says %d in the log, %d are",
-			events, claimed, twice, again, orphans, counted, recent)
 	}
 }
 
