@@ -80,6 +80,9 @@ type claimIndex struct {
 		inserted int64            // claims it inserted: log rows base+1..base+inserted
 		pending  map[string]int64 // by claimKeyOf
 	}
+
+	// filters is the writer's filter over both levels (filter.go).
+	filters filterState
 }
 
 // add puts a row of the log into the index; the caller holds mu.
@@ -240,7 +243,11 @@ func (s *Store) catchUp(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("read the claims log: %w", err)
 	}
 	if last := x.lastSeq.Load(); top > last {
-		if err := x.readLogRows(ctx, tx, last, top, nil); err != nil {
+		note := func(_ int64, it claimItem) bool {
+			x.noteClaim(it.key)
+			return false
+		}
+		if err := x.readLogRows(ctx, tx, last, top, note); err != nil {
 			return fmt.Errorf("read the claims log: %w", err)
 		}
 		x.lastSeq.Store(top)
@@ -254,8 +261,10 @@ func (x *claimIndex) claimed(source, id string, ref int64) {
 	if x.tx.pending == nil {
 		x.tx.pending = make(map[string]int64)
 	}
-	x.tx.pending[claimKeyOf(source, id)] = ref
+	key := claimKeyOf(source, id)
+	x.tx.pending[key] = ref
 	x.tx.inserted++
+	x.noteClaim(key)
 }
 
 // claimsBeforeCommit reads the log's top inside the transaction: when the rows

@@ -36,6 +36,7 @@ func TestClaimIndexSeesOtherProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer serve.Close()
+	WaitFilter(t, serve) // serve's new claims go through its claims filter
 	for i := range 40 {
 		if o := record(t, serve, uuidLike(i)); o != hookwarden.Accepted {
 			t.Fatalf("serve: %s: %v", uuidLike(i), o)

@@ -45,6 +45,7 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 	for lo := 1; lo <= h.Claims; lo += historyChunk {
 		hi := min(lo+historyChunk-1, h.Claims)
 		err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+			s.forgetFilter() // claims receives keys the fold does not move
 			if lo <= folded {
 				if err := fillFolded(ctx, tx, h, lo, min(hi, folded), foldStart.Unix(), foldStep, prunedAt); err != nil {
 					return err
@@ -69,6 +70,7 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 		}
 	}
 	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		s.forgetFilter() // a build begun since the last chunk is incomplete
 		// Where Prune's walks would stand after folding the old claims, and
 		// the counts per minute it would have left.
 		if _, err := tx.ExecContext(ctx, `UPDATE prune_cursor SET id = ? WHERE name = 'events'`, folded); err != nil {

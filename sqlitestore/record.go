@@ -18,6 +18,7 @@ import (
 // without preparing again).
 type writeStmts struct {
 	claim, lookup, receipt, job, link *sql.Stmt
+	claimNew                          *sql.Stmt // an id the claims filter never saw (filter.go)
 	quarantineFind, quarantineBump    *sql.Stmt
 	quarantineNew, quarantineReuse    *sql.Stmt
 	bodyKey, bodyKeyLookup            *sql.Stmt
@@ -42,6 +43,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 		// either, and its insert trigger appends the claim to claims_log.
 		{&w.claim, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
 			SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM claims WHERE source = ?1 AND event_id = ?2)`},
+		{&w.claimNew, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`},
 		{&w.lookup, `SELECT id, body_sha256 FROM events WHERE id = (SELECT event_ref FROM claims WHERE source = ? AND event_id = ?)`},
 		{&w.verify, verifyClaimSQL},
 		{&w.logTop, logTopSQL},
@@ -101,7 +103,7 @@ func (w *writeStmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (w *writeStmts) close() {
-	for _, st := range []*sql.Stmt{w.claim, w.lookup, w.receipt, w.job, w.link, w.quarantineFind, w.quarantineBump,
+	for _, st := range []*sql.Stmt{w.claim, w.claimNew, w.lookup, w.receipt, w.job, w.link, w.quarantineFind, w.quarantineBump,
 		w.quarantineNew, w.quarantineReuse, w.bodyKey, w.bodyKeyLookup, w.token, w.tokenLookup, w.backfilled,
 		w.lease, w.attempt, w.delivered, w.retry, w.dead, w.verify, w.logTop} {
 		if st != nil {
@@ -159,12 +161,21 @@ func (s *Store) recordTx(ctx context.Context, tx *sql.Tx, r *hookwarden.Receipt,
 // cannot tell: the duplicate is not flagged, and unknown says to keep its
 // body, since nothing proves it identical.
 func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string, fromBackfill bool) (ref int64, isNew, divergent, unknown bool, err error) {
-	ref, sum, inLog, err := s.findClaimTx(ctx, tx, source, ev.ID)
-	if err != nil {
+	// From the catch-up on, the claims filter knows both levels.
+	if err := s.catchUp(ctx, tx); err != nil {
 		return 0, false, false, false, err
 	}
+	var sum []byte
+	var inLog bool
+	claim := s.stmts.claimNew
+	if !s.claims.absent(source, ev.ID) {
+		claim = s.stmts.claim
+		if ref, sum, inLog, err = s.findClaimTx(ctx, tx, source, ev.ID); err != nil {
+			return 0, false, false, false, err
+		}
+	}
 	if !inLog {
-		res, err := tx.StmtContext(ctx, s.stmts.claim).ExecContext(ctx,
+		res, err := tx.StmtContext(ctx, claim).ExecContext(ctx,
 			source, ev.ID, ev.Type, at, ev.BodySHA256[:], ev.Body)
 		if err != nil {
 			return 0, false, false, false, fmt.Errorf("claim event: %w", err)
@@ -397,8 +408,8 @@ const manyLog = 9
 
 // manyStmts are the multi-row forms of the claim, receipt and job inserts.
 type manyStmts struct {
-	claim, receipt, job, bodyKey [manyLog]*sql.Stmt
-	maxReceipt, maxJob           *sql.Stmt
+	claim, claimNew, receipt, job, bodyKey [manyLog]*sql.Stmt
+	maxReceipt, maxJob                     *sql.Stmt
 }
 
 func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -424,6 +435,9 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 				SELECT v.column1, v.column2, v.column3, v.column4, v.column5 FROM (VALUES ` + rows("(?, ?, ?, ?, ?)", n) + `) AS v
 				WHERE NOT EXISTS (SELECT 1 FROM claims c WHERE c.source = v.column1 AND c.event_id = v.column2)
 				RETURNING id, source, event_id`},
+			// Ids the claims filter never saw (filter.go).
+			{&m.claimNew[l], `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256) VALUES ` +
+				rows("(?, ?, ?, ?, ?)", n) + ` RETURNING id, source, event_id`},
 			// Explicit ids (max + 1, + 2, ...): each request learns its row
 			// without RETURNING, whose row order SQLite does not promise.
 			{&m.receipt[l], `INSERT INTO receipts (id, source, event_ref, kind, received_at, remote_addr, headers, body, body_sha256) VALUES ` +
@@ -444,7 +458,7 @@ func (m *manyStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (m *manyStmts) close() {
 	for l := range manyLog {
-		for _, st := range []*sql.Stmt{m.claim[l], m.receipt[l], m.job[l], m.bodyKey[l]} {
+		for _, st := range []*sql.Stmt{m.claim[l], m.claimNew[l], m.receipt[l], m.job[l], m.bodyKey[l]} {
 			if st != nil {
 				st.Close()
 			}
@@ -492,15 +506,24 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 	// the others find its claim.
 	seen := make(map[key]bool, len(recs))
 	firsts := make([]*recordOp, 0, len(recs))
+	var fresh []*recordOp // the claims filter never saw their ids
 	// Claims the log's index holds (checked against their events rows).
 	type found struct {
 		ref int64
 		sum []byte
 	}
 	var inLog map[key]found
+	// From the catch-up on, the claims filter knows both levels.
+	if err := s.catchUp(ctx, tx); err != nil {
+		return err
+	}
 	for _, rc := range recs {
 		if k := (key{rc.r.Source, rc.r.Events[0].ID}); !seen[k] {
 			seen[k] = true
+			if s.claims.absent(k.source, k.id) {
+				fresh = append(fresh, rc)
+				continue
+			}
 			ref, sum, ok, err := s.findClaimTx(ctx, tx, k.source, k.id)
 			if err != nil {
 				return err
@@ -516,32 +539,37 @@ func (s *Store) recordMany(ctx context.Context, tx *sql.Tx, recs []*recordOp) er
 		}
 	}
 	args := make([]any, 0, 9<<(manyLog-1))
-	err = chunks(len(firsts), func(lo, size, l int) error {
-		args = args[:0]
-		for _, rc := range firsts[lo : lo+size] {
-			ev := &rc.r.Events[0]
-			args = append(args, rc.r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:])
-		}
-		rows, err := tx.StmtContext(ctx, s.stmts.many.claim[l]).QueryContext(ctx, args...)
-		if err != nil {
-			return fmt.Errorf("claim events: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			var k key
-			if err := rows.Scan(&id, &k.source, &k.id); err != nil {
+	claimAll := func(recs []*recordOp, stmts *[manyLog]*sql.Stmt) error {
+		return chunks(len(recs), func(lo, size, l int) error {
+			args = args[:0]
+			for _, rc := range recs[lo : lo+size] {
+				ev := &rc.r.Events[0]
+				args = append(args, rc.r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:])
+			}
+			rows, err := tx.StmtContext(ctx, stmts[l]).QueryContext(ctx, args...)
+			if err != nil {
 				return fmt.Errorf("claim events: %w", err)
 			}
-			claimed[k] = id
-			s.claims.claimed(k.source, k.id, id)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("claim events: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
+			defer rows.Close()
+			for rows.Next() {
+				var id int64
+				var k key
+				if err := rows.Scan(&id, &k.source, &k.id); err != nil {
+					return fmt.Errorf("claim events: %w", err)
+				}
+				claimed[k] = id
+				s.claims.claimed(k.source, k.id, id)
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("claim events: %w", err)
+			}
+			return nil
+		})
+	}
+	if err := claimAll(fresh, &s.stmts.many.claimNew); err != nil {
+		return err
+	}
+	if err := claimAll(firsts, &s.stmts.many.claim); err != nil {
 		return err
 	}
 	var lookup *sql.Stmt

@@ -88,6 +88,11 @@ type Store struct {
 	closing  atomic.Bool
 	closeErr error
 	once     sync.Once
+	// Background work beside the writer (the claims filter's build):
+	// stopped and waited for by Close.
+	bgCtx  context.Context
+	bgStop context.CancelFunc
+	bg     sync.WaitGroup
 
 	stmts  writeStmts
 	fstmts flowStmts  // flow control's, on the writer's connection too
@@ -173,6 +178,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s := &Store{path: abs, opts: opts, now: opts.Now, log: opts.Logger,
 		quit: make(chan struct{}), done: make(chan struct{})}
+	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 
 	if opts.ReadOnly {
 		if _, err := os.Stat(abs); err != nil {
@@ -249,6 +255,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("read the fold's state: %w", err)
 		}
 		s.log.Info("claims log read into memory", "claims", s.claims.size(), "took", time.Since(start).Round(time.Millisecond))
+		s.claims.filters.built = make(chan builtFilter)
 	}
 	s.ops = make(chan *op, opts.QueueSize)
 	s.lastOK = s.now()
@@ -325,6 +332,8 @@ func (s *Store) Close() error {
 			s.closing.Store(true)
 			close(s.quit)
 			<-s.done
+			s.bgStop()
+			s.bg.Wait()
 			s.stmts.close()
 			s.fstmts.close()
 			s.fold.stmts.close()
@@ -415,7 +424,13 @@ func (s *Store) writer() {
 			idle.Reset(wait)
 			idleC = idle.C
 		}
+		if s.filterDue() {
+			s.startFilterBuild()
+		}
 		select {
+		case b := <-s.claims.filters.built:
+			s.installFilter(b)
+			continue
 		case <-idleC:
 			if len(s.ops) > 0 { // a write came with the timer: it goes first
 				folding = false

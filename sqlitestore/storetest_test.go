@@ -31,14 +31,24 @@ func conformance(t *testing.T, opts sqlitestore.Options) {
 		Open: func(t *testing.T, now func() time.Time) storetest.Store {
 			o := opts
 			o.Now = now
-			return open(t, filepath.Join(t.TempDir(), "hw.db"), o)
+			s := open(t, filepath.Join(t.TempDir(), "hw.db"), o)
+			if o.Fold {
+				sqlitestore.WaitFilter(t, s) // the writer claims through the filter
+			}
+			return s
 		},
 		// As the --db commands open a file.
 		OpenCopy: func(t *testing.T, path string, now func() time.Time) storetest.Store {
 			return open(t, path, sqlitestore.Options{Now: now, ReadOnly: true})
 		},
 		RefuseJobs: refuseJobs,
-		FullCount:  fullCount,
+		FullCount: func(t *testing.T, st storetest.Store, now time.Time) (storetest.Stats, map[string][]storetest.HourCount) {
+			if opts.Fold {
+				// After every operation: the filter holds both levels.
+				sqlitestore.WaitFilter(t, st.(*sqlitestore.Store))
+			}
+			return fullCount(t, st, now)
+		},
 		FillHistory: func(t *testing.T, s storetest.Store, h hookwarden.History) error {
 			return s.(*sqlitestore.Store).FillHistory(context.Background(), h, nil)
 		},

@@ -1,0 +1,293 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// TestClaimFilter: every key added is held, as a string or as the index
+// spells it; of keys never added, about one in a hundred is a "maybe" at
+// the size the filter was made for.
+func TestClaimFilter(t *testing.T) {
+	f := newClaimFilter(100_000) // sized for filterMinKeys
+	n := int(f.size)
+	for i := range n {
+		if i%2 == 0 {
+			f.add("github", uuidLike(i))
+		} else {
+			f.addKey(claimKeyOf("github", uuidLike(i)))
+		}
+	}
+	for i := range n {
+		if !f.mayHold("github", uuidLike(i)) {
+			t.Fatalf("key %d was added but the filter says it is not there", i)
+		}
+	}
+	maybe := 0
+	for i := n; i < 2*n; i++ {
+		if f.mayHold("github", uuidLike(i)) {
+			maybe++
+		}
+	}
+	if rate := float64(maybe) / float64(n); rate > 0.025 || rate < 0.002 {
+		t.Errorf("%.4f of keys never added are a maybe, want about 0.01", rate)
+	}
+	// The source is part of the key.
+	if f.mayHold("shopify", uuidLike(1)) && f.mayHold("shopify", uuidLike(2)) && f.mayHold("shopify", uuidLike(3)) {
+		t.Error("another source's ids are held too")
+	}
+	if f.full() {
+		t.Error("full at its size")
+	}
+	// A build's reader and the writer add to one filter at once.
+	g := newClaimFilter(0)
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := w; i < 20000; i += 2 {
+				g.add("github", uuidLike(i))
+			}
+		})
+	}
+	wg.Wait()
+	for i := range 20000 {
+		if !g.mayHold("github", uuidLike(i)) {
+			t.Fatalf("key %d added concurrently is lost", i)
+		}
+	}
+}
+
+var errNoFilter = errors.New("no claims filter installed yet")
+
+// filterCheck runs in the writer: errNoFilter until a filter is installed,
+// then, after the writer's catch-up with the log, an error naming any key
+// of either level the filter says it never saw.
+func filterCheck(s *Store) func(context.Context, *sql.Tx) error {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		fs := &s.claims.filters
+		if fs.cur == nil || fs.next != nil {
+			return errNoFilter
+		}
+		if err := s.catchUp(ctx, tx); err != nil {
+			return err
+		}
+		return eachRow(ctx, tx, `SELECT source, event_id FROM claims_log UNION ALL SELECT source, event_id FROM claims`, func(rows *sql.Rows) error {
+			var source, id string
+			if err := rows.Scan(&source, &id); err != nil {
+				return err
+			}
+			if !fs.cur.mayHold(source, id) {
+				return fmt.Errorf("the dedup memory holds %s/%s and the claims filter says it does not", source, id)
+			}
+			return nil
+		})
+	}
+}
+
+// WaitFilter waits until serve's writer (Options.Fold) has a claims filter
+// installed and no build under way, and checks that it holds every key of
+// both levels. The conformance suite calls it after each operation.
+func WaitFilter(t testing.TB, s *Store) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := s.write(context.Background(), true, filterCheck(s))
+		if !errors.Is(err, errNoFilter) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no claims filter installed after 10 s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// filterNow reads the writer's filter state, in the writer.
+func filterNow(t *testing.T, s *Store) (cur, next *claimFilter) {
+	t.Helper()
+	if err := s.write(context.Background(), true, func(context.Context, *sql.Tx) error {
+		cur, next = s.claims.filters.cur, s.claims.filters.next
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return cur, next
+}
+
+// TestFilterHoldsClaimsFoldedDuringItsBuild: a build reads claims range by
+// range while the writer goes on claiming and folding; once installed the
+// filter holds every key of both levels, those folded after the build read
+// their range too, and a copy of every claim is still a duplicate.
+func TestFilterHoldsClaimsFoldedDuringItsBuild(t *testing.T) {
+	s := MustOpen(t, Options{Fold: true, FoldMin: 8, FoldChunk: 4})
+	ctx := context.Background()
+	record := func(lo, hi int, want hookwarden.Outcome) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for i := lo; i < hi; i++ {
+			wg.Go(func() {
+				res, err := s.Record(ctx, receipt("github", uuidLike(i), `{}`, "gh/app"))
+				if err != nil || res.Outcome != want {
+					t.Errorf("record %d: %v, %v; want %v", i, res.Outcome, err, want)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	WaitFilter(t, s)
+	record(0, 200, hookwarden.Accepted)
+	WaitFilter(t, s)
+
+	// A new build, held after its first range while 300 more claims come
+	// and the writer folds some of them.
+	hold := make(chan struct{})
+	if err := s.write(ctx, true, func(context.Context, *sql.Tx) error {
+		s.claims.filters.hold = hold
+		s.forgetFilter() // the next build starts after this commit
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, next := filterNow(t, s); next == nil {
+		t.Fatal("no build under way after the filter was thrown away")
+	}
+	var folded0 int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM claims`).Scan(&folded0); err != nil {
+		t.Fatal(err)
+	}
+	record(200, 500, hookwarden.Accepted)
+	var folded1 int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM claims`).Scan(&folded1); err != nil {
+		t.Fatal(err)
+	}
+	if folded1 <= folded0 {
+		t.Fatalf("no claim folded during the build (claims held %d at its start, %d at its end)", folded0, folded1)
+	}
+	close(hold)
+	WaitFilter(t, s)
+	record(0, 500, hookwarden.Duplicate)
+	record(500, 600, hookwarden.Accepted)
+	WaitFilter(t, s)
+	CheckDedupMemory(t, s.DB())
+}
+
+// TestFilterSkipsTheLookUps: with the filter installed, a new id does not
+// look in claims: the claims filter is what tells it is new. A key put
+// into claims behind the writer's back (as no code path does) is then not
+// seen, which shows the look-up was skipped; once the filter is built
+// anew, it is.
+func TestFilterSkipsTheLookUps(t *testing.T) {
+	s := MustOpen(t, Options{Fold: true})
+	ctx := context.Background()
+	WaitFilter(t, s)
+	res, err := s.Record(ctx, receipt("github", "first", `{}`, "gh/app"))
+	if err != nil || res.Outcome != hookwarden.Accepted {
+		t.Fatal(res.Outcome, err)
+	}
+	var ref int64
+	if err := s.DB().QueryRow(`SELECT id FROM events WHERE event_id = 'first'`).Scan(&ref); err != nil {
+		t.Fatal(err)
+	}
+	// "hidden" claims the same events row, in claims only.
+	if err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO claims (source, event_id, event_ref) VALUES ('github', 'hidden', ?)`, ref)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.catchUp(ctx, tx); err != nil {
+			return err
+		}
+		if !s.claims.absent("github", "hidden") {
+			return errors.New("the filter holds a key it was never given")
+		}
+		if s.claims.absent("github", "first") {
+			return errors.New("the filter does not hold a claimed key")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Built anew: the build reads claims.
+	if err := s.write(ctx, true, func(context.Context, *sql.Tx) error {
+		s.forgetFilter()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	WaitFilter(t, s)
+	if err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		if s.claims.absent("github", "hidden") {
+			return errors.New("a new build did not read claims")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHistoryClaimsStayDuplicates: FillHistory moves most of its claims
+// into claims outside the fold; the filter is then built anew, and a copy
+// of any history claim, folded or recent, is a duplicate.
+func TestHistoryClaimsStayDuplicates(t *testing.T) {
+	s := MustOpen(t, Options{Fold: true, FoldMin: 16})
+	ctx := context.Background()
+	WaitFilter(t, s)
+	const n = 20000
+	if err := s.FillHistory(ctx, hookwarden.History{Claims: n, Payloads: 2000, Source: "bench", Body: 16}, nil); err != nil {
+		t.Fatal(err)
+	}
+	WaitFilter(t, s)
+	for i := 1; i <= n; i += 97 {
+		source := "bench"
+		switch {
+		case i%1000 == 0:
+			source = "rare"
+		case i%4 == 1:
+			source = "other"
+		}
+		id := fmt.Sprintf("%08x-%d", (int64(i)*2654435761)%4294967291, i)
+		res, err := s.Record(ctx, receipt(source, id, `{}`, "bench/app"))
+		if err != nil || res.Outcome != hookwarden.Duplicate {
+			t.Fatalf("copy of history claim %d (%s/%s): %v, %v; want a duplicate", i, source, id, res.Outcome, err)
+		}
+	}
+}
+
+// BenchmarkFilterBuild: the CPU a build spends per claim of claims (its
+// pace aside), from a store of 100,000 claims in the page cache.
+func BenchmarkFilterBuild(b *testing.B) {
+	s := MustOpen(b, Options{FoldMin: 1000}) // most claims folded
+	ctx := context.Background()
+	const n = 100_000
+	if err := s.FillHistory(ctx, hookwarden.History{Claims: n, Payloads: 1000, Source: "bench", Body: 16}, nil); err != nil {
+		b.Fatal(err)
+	}
+	var folded int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM claims`).Scan(&folded); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		f := newClaimFilter(2 * n)
+		if err := s.fillFilter(ctx, f, nil, 0); err != nil {
+			b.Fatal(err)
+		}
+		if f.keys.Load() != int64(folded) {
+			b.Fatalf("%d keys read, claims holds %d", f.keys.Load(), folded)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(folded), "ns/claim")
+}
