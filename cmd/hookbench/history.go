@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,7 +106,7 @@ func (b *bench) loadProfiled(ctx context.Context, st historyStore, tag string) (
 	if err != nil {
 		return loadResult{}, err
 	}
-	if err := waitWarm(ctx, s.logPath, from, 2*time.Minute); err != nil {
+	if err := waitWarm(ctx, s.logPath, from, st.url == "", 2*time.Minute); err != nil {
 		s.stop()
 		return loadResult{}, err
 	}
@@ -123,13 +124,16 @@ func (b *bench) loadProfiled(ctx context.Context, st historyStore, tag string) (
 }
 
 // waitWarm waits until the serve log at path, from offset on, says the
-// claim index was read (or could not be).
-func waitWarm(ctx context.Context, path string, offset int64, timeout time.Duration) error {
+// claim index was read (or could not be) and, with filter (SQLite), that
+// the writer's claims filter is built (or could not be).
+func waitWarm(ctx context.Context, path string, offset int64, filter bool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		if b, err := os.ReadFile(path); err == nil && int64(len(b)) > offset {
 			log := string(b[offset:])
-			if strings.Contains(log, "claim index read into the page cache") || strings.Contains(log, "claim index not warmed") {
+			warm := strings.Contains(log, "claim index read into the page cache") || strings.Contains(log, "claim index not warmed")
+			built := !filter || strings.Contains(log, "claims filter built") || strings.Contains(log, "build the claims filter")
+			if warm && built {
 				return nil
 			}
 		}
@@ -222,6 +226,29 @@ type restartRun struct {
 	ReadySeconds float64    `json:"ready_seconds"`
 	Cold         loadResult `json:"cold_first_10s"`
 	Warm         loadResult `json:"warm_10s"`
+	// FilterSeconds is how long the cold restart's claims filter took to
+	// build beside that load (SQLite; 0: not within those 20 s).
+	FilterSeconds float64 `json:"filter_build_seconds,omitempty"`
+}
+
+// filterSeconds reads, from the serve log at path past offset, how long
+// the claims filter's build took; 0 when no build finished.
+func filterSeconds(path string, offset int64) float64 {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < offset {
+		return 0
+	}
+	secs := 0.0
+	for _, line := range strings.Split(string(b[offset:]), "\n") {
+		var l struct {
+			Msg     string  `json:"msg"`
+			Seconds float64 `json:"seconds"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "claims filter built" {
+			secs = l.Seconds
+		}
+	}
+	return round3(secs)
 }
 
 // historyPhase runs the history's measurements on SQLite, then on
@@ -493,6 +520,10 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 			}
 		}
 	}
+	var from int64
+	if fi, err := os.Stat(filepath.Join(hist.dir, "serve.log")); err == nil {
+		from = fi.Size()
+	}
 	t0 := time.Now()
 	s, err = startHookwarden(ctx, b.historyOptions(hist))
 	if err != nil {
@@ -503,10 +534,16 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	spec.Addr = s.addr
 	r.Cold = runLoad(spec)
 	r.Warm = runLoad(spec)
+	if cluster == nil {
+		r.FilterSeconds = filterSeconds(s.logPath, from)
+	}
 	h.Restart = r
 	b.printf("  restart, page cache kept: first 10 s %s\n", r.Kept)
 	b.printf("  restart, store evicted from the page cache: ready in %.2fs; first 10 s %s\n  then warm: %s\n",
 		r.ReadySeconds, r.Cold, r.Warm)
+	if cluster == nil {
+		b.printf("  claims filter built in %.1f s beside that load (0: not within its 20 s)\n", r.FilterSeconds)
+	}
 	b.sink.releaseAll()
 	err = s.stop()
 	b.sink.rehold()
