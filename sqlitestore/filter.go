@@ -105,8 +105,6 @@ func (f *claimFilter) addHash(sum uint64) {
 	f.keys.Add(1)
 }
 
-func (f *claimFilter) add(source, id string) { f.addHash(f.hash(source, id)) }
-
 // addKey adds a key spelt as the index spells it.
 func (f *claimFilter) addKey(key string) { f.addHash(maphash.String(f.seed, key)) }
 

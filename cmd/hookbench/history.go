@@ -96,10 +96,7 @@ func (b *bench) loadOnly(ctx context.Context, st historyStore) (loadResult, erro
 // tag.cpu.pprof.
 func (b *bench) loadProfiled(ctx context.Context, st historyStore, tag string) (loadResult, error) {
 	o := b.o
-	var from int64
-	if fi, err := os.Stat(filepath.Join(st.dir, "serve.log")); err == nil {
-		from = fi.Size()
-	}
+	from := sizeOf(filepath.Join(st.dir, "serve.log"))
 	opts := b.historyOptions(st)
 	opts.profile = o.profile != "" && tag != ""
 	s, err := startHookwarden(ctx, opts)
@@ -234,12 +231,8 @@ type restartRun struct {
 // filterSeconds reads, from the serve log at path past offset, how long
 // the claims filter's build took; 0 when no build finished.
 func filterSeconds(path string, offset int64) float64 {
-	b, err := os.ReadFile(path)
-	if err != nil || int64(len(b)) < offset {
-		return 0
-	}
 	secs := 0.0
-	for _, line := range strings.Split(string(b[offset:]), "\n") {
+	for _, line := range strings.Split(since(path, offset), "\n") {
 		var l struct {
 			Msg     string  `json:"msg"`
 			Seconds float64 `json:"seconds"`
@@ -520,10 +513,7 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 			}
 		}
 	}
-	var from int64
-	if fi, err := os.Stat(filepath.Join(hist.dir, "serve.log")); err == nil {
-		from = fi.Size()
-	}
+	from := sizeOf(filepath.Join(hist.dir, "serve.log"))
 	t0 := time.Now()
 	s, err = startHookwarden(ctx, b.historyOptions(hist))
 	if err != nil {

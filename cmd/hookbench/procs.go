@@ -235,10 +235,7 @@ func startHookwardenOnce(ctx context.Context, o hwOptions) (*server, error) {
 			args = append(args, "--trace", filepath.Join(o.dir, "trace.out"))
 		}
 	}
-	var from int64
-	if fi, err := os.Stat(s.logPath); err == nil {
-		from = fi.Size()
-	}
+	from := sizeOf(s.logPath)
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -406,6 +403,16 @@ func windowStats(m0, m1 map[string]float64, seconds float64) (avg, commits, busy
 }
 
 // since is the file at path from offset on ("" if it cannot be read).
+// sizeOf is the size of the file at path: where what a process appends
+// to it from now on begins (0 when there is none yet).
+func sizeOf(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
 func since(path string, offset int64) string {
 	b, err := os.ReadFile(path)
 	if err != nil || int64(len(b)) < offset {
