@@ -34,11 +34,14 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
+	"errors"
 	"fmt"
-	"hash/maphash"
 	"math/bits"
 	"sync/atomic"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 const (
@@ -66,25 +69,30 @@ type filterBlock [8]atomic.Uint32
 // beside the writer.
 type claimFilter struct {
 	blocks []filterBlock
-	keys   atomic.Int64 // keys added
+	keys   atomic.Int64 // keys added (those that set no bit aside)
 	size   int64        // keys it was sized for
-	seed   maphash.Seed
 }
 
 func newClaimFilter(size int64) *claimFilter {
 	size = max(size, filterMinKeys)
-	n := (size*filterBitsPerKey + 255) / 256
-	return &claimFilter{blocks: make([]filterBlock, n), size: size, seed: maphash.MakeSeed()}
+	return &claimFilter{blocks: make([]filterBlock, filterBlocks(size)), size: size}
 }
+
+func filterBlocks(size int64) int64 { return (size*filterBitsPerKey + 255) / 256 }
+
+// filterHash names the hash of the keys in a kept filter (claims_filter):
+// a hash with no per-process seed, so that the next process reads the same
+// bits. Ids chosen to collide cost look-ups, never a wrong answer.
+const filterHash = "xxh64"
 
 // hash is the hash of a key as the index spells it (claimKeyOf), without
 // building the string.
 func (f *claimFilter) hash(source, id string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(f.seed)
-	h.WriteString(source)
-	h.WriteByte(0)
-	h.WriteString(id)
+	var h xxhash.Digest
+	h.Reset()
+	_, _ = h.WriteString(source)
+	_, _ = h.Write([]byte{0})
+	_, _ = h.WriteString(id)
 	return h.Sum64()
 }
 
@@ -97,16 +105,24 @@ func (f *claimFilter) block(sum uint64) *filterBlock {
 
 func mask(sum uint64, i int) uint32 { return 1 << ((uint32(sum) * filterSalts[i]) >> 27) }
 
+// addHash counts a key only when it set a bit: a key added twice (a
+// claim in both levels, the log's keys again at each start) counts once.
 func (f *claimFilter) addHash(sum uint64) {
 	b := f.block(sum)
+	set := false
 	for i := range b {
-		b[i].Or(mask(sum, i))
+		m := mask(sum, i)
+		if b[i].Or(m)&m == 0 {
+			set = true
+		}
 	}
-	f.keys.Add(1)
+	if set {
+		f.keys.Add(1)
+	}
 }
 
 // addKey adds a key spelt as the index spells it.
-func (f *claimFilter) addKey(key string) { f.addHash(maphash.String(f.seed, key)) }
+func (f *claimFilter) addKey(key string) { f.addHash(xxhash.Sum64String(key)) }
 
 // mayHold is false only for a key never added.
 func (f *claimFilter) mayHold(source, id string) bool {
@@ -175,15 +191,7 @@ func (s *Store) startFilterBuild() {
 	fs.gen++
 	next := newClaimFilter(2 * (recent + folded))
 	fs.next = next
-	// The writer is the index's only mutator: no lock to read it.
-	for _, t := range []*claimTree{x.filling, x.frozen} {
-		if t != nil {
-			t.Ascend(func(it claimItem) bool {
-				next.addKey(it.key)
-				return true
-			})
-		}
-	}
+	x.addIndexKeys(next)
 	gen, hold := fs.gen, fs.hold
 	ctx, stop := context.WithCancel(s.bgCtx)
 	fs.stop = stop
@@ -245,7 +253,7 @@ func (s *Store) filterRange(ctx context.Context, f *claimFilter, after string) (
 		if err := rows.Scan(&key); err != nil {
 			return n, after, fmt.Errorf("read claims: %w", err)
 		}
-		f.addHash(maphash.Bytes(f.seed, key))
+		f.addHash(xxhash.Sum64(key))
 		if n++; n == filterRange {
 			after = string(key)
 		}
@@ -291,4 +299,95 @@ func (s *Store) forgetFilter() {
 	}
 	fs.cur, fs.next = nil, nil
 	fs.gen++
+}
+
+// takeFilter takes the filter a clean stop kept (claims_filter), reading
+// and deleting the row in one transaction, so that a crash from here on
+// leaves none; nil when there is none or it cannot be read (the writer
+// then builds one). Open, before the writer starts, with the log's index
+// read: its keys, which the kept filter may lack, are added.
+func (s *Store) takeFilter(ctx context.Context) (*claimFilter, error) {
+	start := time.Now()
+	tx, err := s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("take the kept claims filter: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // committed below
+	var hash string
+	var size, keys int64
+	var raw []byte
+	err = tx.QueryRowContext(ctx, `SELECT hash, size, keys, bits FROM claims_filter`).Scan(&hash, &size, &keys, &raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take the kept claims filter: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM claims_filter`); err != nil {
+		return nil, fmt.Errorf("take the kept claims filter: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("take the kept claims filter: %w", err)
+	}
+	f, err := decodeFilter(hash, size, keys, raw)
+	if err != nil {
+		s.log.Warn("the kept claims filter is unreadable; building one", "err", err)
+		return nil, nil
+	}
+	s.claims.addIndexKeys(f)
+	s.log.Info("claims filter loaded", "keys", f.keys.Load(), "bytes", f.bytes(), "seconds", time.Since(start).Seconds())
+	return f, nil
+}
+
+// keepFilter writes the installed filter for the next start (Close, after
+// the writer stopped). A filter being built or full is not kept.
+func (s *Store) keepFilter(ctx context.Context) error {
+	f := s.claims.filters.cur
+	if f == nil || f.full() {
+		return nil
+	}
+	start := time.Now()
+	raw := make([]byte, 0, f.bytes())
+	for i := range f.blocks {
+		for j := range f.blocks[i] {
+			raw = binary.LittleEndian.AppendUint32(raw, f.blocks[i][j].Load())
+		}
+	}
+	if _, err := s.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO claims_filter (id, hash, size, keys, bits) VALUES (1, ?, ?, ?, ?)`,
+		filterHash, f.size, f.keys.Load(), raw); err != nil {
+		return fmt.Errorf("keep the claims filter: %w", err)
+	}
+	s.log.Info("claims filter kept for the next start", "keys", f.keys.Load(), "bytes", len(raw), "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// decodeFilter checks a kept filter's row and rebuilds it.
+func decodeFilter(hash string, size, keys int64, raw []byte) (*claimFilter, error) {
+	if hash != filterHash {
+		return nil, fmt.Errorf("its keys are hashed with %q, this build's with %q", hash, filterHash)
+	}
+	if size < filterMinKeys || keys < 0 || int64(len(raw)) != filterBlocks(size)*32 {
+		return nil, fmt.Errorf("%d bytes for %d keys (sized for %d)", len(raw), keys, size)
+	}
+	f := newClaimFilter(size)
+	for i := range f.blocks {
+		for j := range f.blocks[i] {
+			f.blocks[i][j].Store(binary.LittleEndian.Uint32(raw[(i*8+j)*4:]))
+		}
+	}
+	f.keys.Store(keys)
+	return f, nil
+}
+
+// addIndexKeys adds every key of the log's in-memory index to f. The
+// writer is the index's only mutator: no lock to read it.
+func (x *claimIndex) addIndexKeys(f *claimFilter) {
+	for _, t := range []*claimTree{x.filling, x.frozen} {
+		if t != nil {
+			t.Ascend(func(it claimItem) bool {
+				f.addKey(it.key)
+				return true
+			})
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -262,6 +263,160 @@ func TestHistoryClaimsStayDuplicates(t *testing.T) {
 	}
 }
 
+// keptFilters counts the rows of claims_filter in the file at path.
+func keptFilters(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM claims_filter`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFilterKeptAcrossACleanStop: serve's Close keeps the filter and the
+// next serve takes it at Open, installed before the first request with no
+// build; it holds the claims a process that does not fold made while serve
+// was stopped (they are in the log), and while serve runs the file keeps
+// no filter, so a crash leaves none to trust.
+func TestFilterKeptAcrossACleanStop(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	open := func(fold bool) *Store {
+		t.Helper()
+		s, err := Open(ctx, path, Options{Fold: fold, FoldMin: 8, FoldChunk: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	record := func(s *Store, lo, hi int, want hookwarden.Outcome) {
+		t.Helper()
+		for i := lo; i < hi; i++ {
+			res, err := s.Record(ctx, receipt("github", uuidLike(i), `{}`, "gh/app"))
+			if err != nil || res.Outcome != want {
+				t.Fatalf("record %d: %v, %v; want %v", i, res.Outcome, err, want)
+			}
+		}
+	}
+	s := open(true)
+	WaitFilter(t, s)
+	record(s, 0, 300, hookwarden.Accepted)
+	WaitFilter(t, s)
+	var folded int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM claims`).Scan(&folded); err != nil || folded == 0 {
+		t.Fatalf("%d claims folded (%v): the test needs some in claims", folded, err)
+	}
+	if n := keptFilters(t, path); n != 0 {
+		t.Fatalf("%d filters kept while serve runs", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := keptFilters(t, path); n != 1 {
+		t.Fatalf("%d filters kept after a clean stop, want 1", n)
+	}
+
+	// A command that does not fold claims while serve is stopped.
+	c := open(false)
+	record(c, 300, 350, hookwarden.Accepted)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := keptFilters(t, path); n != 1 {
+		t.Fatalf("a command that does not fold changed the kept filter: %d rows", n)
+	}
+
+	s = open(true)
+	defer s.Close()
+	if cur, next := filterNow(t, s); cur == nil || next != nil {
+		t.Fatalf("after a clean stop, serve starts with filter %v and build %v; want the kept one and no build", cur != nil, next != nil)
+	}
+	if n := keptFilters(t, path); n != 0 {
+		t.Fatalf("serve left the kept filter in the file (%d rows): a crash would leave it behind", n)
+	}
+	WaitFilter(t, s) // every key of both levels, the command's too
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.catchUp(ctx, tx); err != nil {
+			return err
+		}
+		for i := range 350 {
+			if s.claims.absent("github", uuidLike(i)) {
+				return fmt.Errorf("claim %d is missing from the kept filter", i)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(s, 0, 350, hookwarden.Duplicate)
+	record(s, 350, 400, hookwarden.Accepted)
+	CheckDedupMemory(t, s.DB())
+}
+
+// TestKeptFilterNotTrustedAfterClaimsChanged: a key put into claims while
+// serve is stopped (any insert but serve's own fold) deletes the kept
+// filter, and so does nothing else but serve's start; a row this build
+// cannot read is set aside. Either way serve builds a filter that holds
+// the key.
+func TestKeptFilterNotTrustedAfterClaimsChanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	start := func() *Store {
+		t.Helper()
+		s, err := Open(ctx, path, Options{Fold: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		WaitFilter(t, s)
+		return s
+	}
+	s := start()
+	res, err := s.Record(ctx, receipt("github", "first", `{}`, "gh/app"))
+	if err != nil || res.Outcome != hookwarden.Accepted {
+		t.Fatal(res.Outcome, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execRaw(t, path, `INSERT INTO claims (source, event_id, event_ref) SELECT 'github', 'hidden', id FROM events WHERE event_id = 'first'`)
+	if n := keptFilters(t, path); n != 0 {
+		t.Fatalf("an insert into claims left the kept filter (%d rows)", n)
+	}
+	s = start()
+	held := func(id string) {
+		t.Helper()
+		if err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+			if s.claims.absent("github", id) {
+				return fmt.Errorf("the filter says claims does not hold %s", id)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held("hidden")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bits of the wrong length, then another hash's name: set aside.
+	for _, q := range []string{`UPDATE claims_filter SET bits = x'00'`, `UPDATE claims_filter SET hash = 'maphash'`} {
+		execRaw(t, path, q)
+		s = start()
+		held("hidden")
+		held("first")
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkFilterBuild: the CPU a build spends per claim of claims (its
 // pace aside), from a store of 100,000 claims in the page cache.
 func BenchmarkFilterBuild(b *testing.B) {
@@ -281,8 +436,9 @@ func BenchmarkFilterBuild(b *testing.B) {
 		if err := s.fillFilter(ctx, f, nil, 0); err != nil {
 			b.Fatal(err)
 		}
-		if f.keys.Load() != int64(folded) {
-			b.Fatalf("%d keys read, claims holds %d", f.keys.Load(), folded)
+		// A key that sets no new bit is not counted: rare at this fill.
+		if k := f.keys.Load(); k > int64(folded) || k < int64(folded)*99/100 {
+			b.Fatalf("%d keys read, claims holds %d", k, folded)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(folded), "ns/claim")

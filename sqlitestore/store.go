@@ -256,6 +256,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		s.log.Info("claims log read into memory", "claims", s.claims.size(), "took", time.Since(start).Round(time.Millisecond))
 		s.claims.filters.built = make(chan builtFilter)
+		if s.claims.filters.cur, err = s.takeFilter(ctx); err != nil {
+			s.rdb.Close()
+			s.wdb.Close()
+			return nil, err
+		}
 	}
 	s.ops = make(chan *op, opts.QueueSize)
 	s.lastOK = s.now()
@@ -334,6 +339,12 @@ func (s *Store) Close() error {
 			<-s.done
 			s.bgStop()
 			s.bg.Wait()
+			if s.opts.Fold {
+				// Not a failed close: the next start builds the filter.
+				if err := s.keepFilter(context.Background()); err != nil {
+					s.log.Warn("the claims filter is built anew at the next start", "err", err)
+				}
+			}
 			s.stmts.close()
 			s.fstmts.close()
 			s.fold.stmts.close()

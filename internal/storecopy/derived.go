@@ -31,8 +31,11 @@ import (
 // SQLite destination claims each event as the copy writes it (in
 // claims_log; its serve folds them later), and PostgreSQL's memory is
 // events' own unique index.
+//
+// claims_filter (SQLite's schema 17) is serve's claims filter as a clean
+// stop kept it: the destination's serve builds its own.
 var derived = map[string]bool{"counters": true, "hourly": true, "job_leases": true, "minutely": true,
-	"claims_log": true, "claims": true, "claim_levels": true, "claim_fold": true}
+	"claims_log": true, "claims": true, "claim_levels": true, "claim_fold": true, "claims_filter": true}
 
 // hourText is how SQLite's hourly keys an hour.
 const hourText = "2006-01-02T15"
