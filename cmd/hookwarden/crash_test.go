@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -223,4 +224,56 @@ func TestKill9UnderLoadLosesNothing(t *testing.T) {
 		dups += len(keys) - 1
 	}
 	t.Logf("sent %d requests, %d acknowledged, all delivered; %d duplicate deliveries (at-least-once)", sent.Load(), len(ackedIDs), dups)
+}
+
+// TestClaimsFilterKeptOnlyByACleanStop: serve keeps its claims filter in
+// the file when SIGTERM stops it, takes it back when it starts (no row
+// while it runs), and a SIGKILL leaves none behind; across both, every
+// event acknowledged before is a duplicate and a new one is accepted.
+func TestClaimsFilterKeptOnlyByACleanStop(t *testing.T) {
+	app := newSink(t)
+	c := newChild(t, app.URL)
+	url := "http://" + c.hook + "/hooks/std"
+	kept := func() int {
+		t.Helper()
+		db, err := sql.Open("sqlite", "file:"+c.db()+"?mode=ro&_pragma=busy_timeout(5000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM claims_filter`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	post := func(lo, hi int, want string) {
+		t.Helper()
+		for i := lo; i < hi; i++ {
+			body := []byte(fmt.Sprintf(`{"type":"t","i":%d}`, i))
+			if got := do(t, signed(t, url, fmt.Sprint("msg_kept_", i), body, time.Now(), testSecret)); got.Status != want {
+				t.Fatalf("event %d: %q, want %q", i, got.Status, want)
+			}
+		}
+	}
+	c.start()
+	post(0, 20, "accepted")
+	c.stop()
+	if n := kept(); n != 1 {
+		t.Fatalf("%d filters kept after SIGTERM, want 1", n)
+	}
+	c.start()
+	if n := kept(); n != 0 {
+		t.Fatalf("%d filters left in the file while serve runs, want 0", n)
+	}
+	post(0, 20, "duplicate")
+	post(20, 40, "accepted")
+	c.kill9()
+	if n := kept(); n != 0 {
+		t.Fatalf("%d filters kept after SIGKILL, want 0", n)
+	}
+	c.start()
+	defer c.stop()
+	post(0, 40, "duplicate")
+	post(40, 50, "accepted")
 }
