@@ -129,7 +129,8 @@ func waitWarm(ctx context.Context, path string, offset int64, filter bool, timeo
 		if b, err := os.ReadFile(path); err == nil && int64(len(b)) > offset {
 			log := string(b[offset:])
 			warm := strings.Contains(log, "claim index read into the page cache") || strings.Contains(log, "claim index not warmed")
-			built := !filter || strings.Contains(log, "claims filter built") || strings.Contains(log, "build the claims filter")
+			built := !filter || strings.Contains(log, "claims filter built") || strings.Contains(log, "build the claims filter") ||
+				strings.Contains(log, "claims filter loaded")
 			if warm && built {
 				return nil
 			}
@@ -223,21 +224,29 @@ type restartRun struct {
 	ReadySeconds float64    `json:"ready_seconds"`
 	Cold         loadResult `json:"cold_first_10s"`
 	Warm         loadResult `json:"warm_10s"`
-	// FilterSeconds is how long the cold restart's claims filter took to
-	// build beside that load (SQLite; 0: not within those 20 s).
-	FilterSeconds float64 `json:"filter_build_seconds,omitempty"`
+	// FilterLoadSeconds is how long the cold restart took to read the
+	// claims filter the clean stop before it kept (SQLite; 0: none read).
+	FilterLoadSeconds float64 `json:"filter_load_seconds,omitempty"`
+	// After a crash (SQLite): serve killed with SIGKILL, the file evicted,
+	// started again; no kept filter, so the writer builds one beside the
+	// first seconds of load.
+	CrashReadySeconds  float64     `json:"crash_ready_seconds,omitempty"`
+	Crash              *loadResult `json:"crash_first_10s,omitempty"`
+	CrashNext          *loadResult `json:"crash_next_10s,omitempty"`
+	FilterBuildSeconds float64     `json:"filter_build_seconds,omitempty"` // 0: not within those 20 s
 }
 
 // filterSeconds reads, from the serve log at path past offset, how long
-// the claims filter's build took; 0 when no build finished.
-func filterSeconds(path string, offset int64) float64 {
+// the line msg ("claims filter built", "claims filter loaded") says the
+// claims filter took; 0 when there is no such line.
+func filterSeconds(path string, offset int64, msg string) float64 {
 	secs := 0.0
 	for _, line := range strings.Split(since(path, offset), "\n") {
 		var l struct {
 			Msg     string  `json:"msg"`
 			Seconds float64 `json:"seconds"`
 		}
-		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "claims filter built" {
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg {
 			secs = l.Seconds
 		}
 	}
@@ -524,16 +533,39 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	spec.Addr = s.addr
 	r.Cold = runLoad(spec)
 	r.Warm = runLoad(spec)
-	if cluster == nil {
-		r.FilterSeconds = filterSeconds(s.logPath, from)
-	}
 	h.Restart = r
 	b.printf("  restart, page cache kept: first 10 s %s\n", r.Kept)
 	b.printf("  restart, store evicted from the page cache: ready in %.2fs; first 10 s %s\n  then warm: %s\n",
 		r.ReadySeconds, r.Cold, r.Warm)
-	if cluster == nil {
-		b.printf("  claims filter built in %.1f s beside that load (0: not within its 20 s)\n", r.FilterSeconds)
+	if cluster != nil {
+		b.sink.releaseAll()
+		err = s.stop()
+		b.sink.rehold()
+		return h, err
 	}
+	r.FilterLoadSeconds = filterSeconds(s.logPath, from, "claims filter loaded")
+	b.printf("  claims filter kept by the clean stop, read in %.2f s (0: none)\n", r.FilterLoadSeconds)
+	// A crash: no filter kept, so it is built beside the load.
+	s.kill()
+	for _, f := range []string{db, db + "-wal", db + "-shm"} {
+		if err := evict(f); err != nil {
+			b.printf("  evict %s: %v\n", f, err)
+		}
+	}
+	from = sizeOf(s.logPath)
+	t0 = time.Now()
+	if s, err = startHookwarden(ctx, b.historyOptions(hist)); err != nil {
+		return h, err
+	}
+	defer s.stop()
+	r.CrashReadySeconds = round3(time.Since(t0).Seconds())
+	spec.Addr = s.addr
+	crash, next := runLoad(spec), runLoad(spec)
+	r.Crash, r.CrashNext = &crash, &next
+	r.FilterBuildSeconds = filterSeconds(s.logPath, from, "claims filter built")
+	b.printf("  restart after SIGKILL, store evicted: ready in %.2fs; first 10 s %s\n  next 10 s: %s\n",
+		r.CrashReadySeconds, crash, next)
+	b.printf("  claims filter built in %.1f s beside that load (0: not within its 20 s)\n", r.FilterBuildSeconds)
 	b.sink.releaseAll()
 	err = s.stop()
 	b.sink.rehold()

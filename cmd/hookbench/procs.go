@@ -308,6 +308,16 @@ func (s *server) stop() error {
 	}
 }
 
+// kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (s *server) kill() {
+	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	defer delete(children, s)
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
 func (s *server) exitError() error {
 	if s.waitErr != nil {
 		return fmt.Errorf("%s: %w", s.name, s.waitErr)
