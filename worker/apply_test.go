@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -157,6 +158,63 @@ func TestApplyAddsAndRemoves(t *testing.T) {
 	if two.closed.Load() {
 		t.Error("the deliverer of a kept destination, given again, was closed")
 	}
+}
+
+// TestApplyRemovesDuringAChainedLease: a destination removed while the
+// write of its last attempt (which records it and leases the next due job
+// in the same slot) waited for the store does not run that next job: it
+// gives the lease back, and the destination configured again delivers the
+// job at once, not when the 30 s lease ends. Another connection holding
+// the file's write lock keeps the write waiting.
+func TestApplyRemovesDuringAChainedLease(t *testing.T) {
+	t.Parallel()
+	a := setupApply(t)
+	ctx := context.Background()
+	lockDB, err := sql.Open("sqlite", "file:"+a.s.Path()+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lockDB.Close()
+	lock, err := lockDB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	started, release, held := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	one := newSink(nil, nil)
+	one.hold = func(job *hookwarden.Job) {
+		if job.EventID != "evt_1" {
+			return
+		}
+		close(started)
+		<-release
+		if _, err := lock.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			t.Error(err)
+		}
+		close(held)
+	}
+	dest := worker.Destination{Name: "s/one", Deliverer: one, Concurrency: 1, Timeout: 30 * time.Second}
+	a.mustApply(t, dest)
+	a.record(t, "evt_1", "s/one")
+	<-started
+	a.record(t, "evt_2", "s/one") // waits in the store: the one slot is busy
+	close(release)
+	<-held
+	one.want(t, "evt_1")
+	// The attempt's write now waits for the lock; the reload comes.
+	time.Sleep(100 * time.Millisecond)
+	if ch := a.mustApply(t); !reflect.DeepEqual(ch.Removed, []string{"s/one"}) {
+		t.Fatalf("Apply = %+v, want s/one removed", ch)
+	}
+	if _, err := lock.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	one.none(t, "a destination removed while its chained lease waited")
+
+	again := newSink(nil, nil)
+	dest.Deliverer = again
+	a.mustApply(t, dest)
+	again.want(t, "evt_2")
 }
 
 // TestApplyReplaceDrainsThenHandsOver: a destination whose settings changed

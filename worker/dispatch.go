@@ -230,14 +230,7 @@ func (d *dispatcher) Hand(job hookwarden.Job) {
 		d.slotDone()
 		// Not in d.wg: drain may already be waiting on it. Hand runs on the
 		// store's writer, so the write must not be waited for here.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), unleaseTimeout)
-			defer cancel()
-			if err := d.p.q.Unlease(ctx, job); err != nil {
-				d.log.Warn("a job handed over while draining keeps its lease until it ends or the next start",
-					"job", job.ID, "err", err)
-			}
-		}()
+		go d.unlease(job)
 		return
 	}
 	// Under mu while accepting: drain's Wait cannot have begun (it sets
@@ -248,6 +241,18 @@ func (d *dispatcher) Hand(job hookwarden.Job) {
 		defer d.wg.Done()
 		d.work(job)
 	}()
+}
+
+// unlease gives back the lease of a job this dispatcher will not run: it
+// began draining, so the one taking over finds the job due at once rather
+// than when the lease ends.
+func (d *dispatcher) unlease(job hookwarden.Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), unleaseTimeout)
+	defer cancel()
+	if err := d.p.q.Unlease(ctx, job); err != nil {
+		d.log.Warn("a job leased while draining keeps its lease until it ends or the next start",
+			"job", job.ID, "err", err)
+	}
 }
 
 // work runs a job (and any chained after it) in a slot taken for it, then
@@ -328,12 +333,19 @@ func (d *dispatcher) run(ctx context.Context) {
 			wait := p.opt.PollInterval
 			if free := d.take(); free > 0 {
 				jobs, err := d.lease(ctx, free)
+				if ctx.Err() != nil {
+					// Retired (a reload removed or replaced the
+					// destination) while the lease was in flight: its jobs
+					// go back, as a job handed over while draining does.
+					d.give(free)
+					for _, job := range jobs {
+						d.unlease(job)
+					}
+					return
+				}
 				d.give(free - len(jobs))
 				for _, job := range jobs {
 					d.wg.Go(func() { d.work(job) })
-				}
-				if ctx.Err() != nil {
-					return
 				}
 				switch {
 				case err != nil:
@@ -465,6 +477,11 @@ func (d *dispatcher) attempt(job hookwarden.Job) (next hookwarden.Job, ok bool) 
 		more, err = p.q.FinishAndLease(ctx, a, d.dest.Name, 1, d.leaseFor)
 		return err
 	})
+	if len(more) > 0 && run.Err() != nil {
+		// Retired while the write was in flight: the next job goes back.
+		d.unlease(more[0])
+		return hookwarden.Job{}, false
+	}
 	if len(more) > 0 {
 		return more[0], true
 	}
