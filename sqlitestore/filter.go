@@ -343,7 +343,8 @@ func (s *Store) takeFilter(ctx context.Context) (*claimFilter, error) {
 }
 
 // keepFilter writes the installed filter for the next start (Close, after
-// the writer stopped). A filter being built or full is not kept.
+// the writer stopped). None is kept while the first is still being built,
+// nor a full one (the next start builds anew).
 func (s *Store) keepFilter(ctx context.Context) error {
 	f := s.claims.filters.cur
 	if f == nil || f.full() {

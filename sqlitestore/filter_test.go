@@ -14,8 +14,8 @@ import (
 )
 
 // TestClaimFilter: every key added as the index spells it is held when
-// asked by source and id (two ways to hash one key); of keys never added, about one in a hundred is a "maybe" at
-// the size the filter was made for.
+// asked by source and id (two ways to hash one key); of keys never added,
+// about one in a hundred is a "maybe" at the size the filter was made for.
 func TestClaimFilter(t *testing.T) {
 	f := newClaimFilter(100_000) // sized for filterMinKeys
 	n := int(f.size)
