@@ -22,7 +22,8 @@ package sqlitestore
 //     frozen tree once committed;
 //  3. drop: the generation leaves the log in ranges of sequence numbers.
 // Each step is its own transaction. The writer takes them while it has
-// nothing else to write (FoldIdle of quiet), one after the other: the fold
+// nothing else to write (FoldIdle of quiet), with a pause as long as the
+// step between two, in which other processes' writes take the lock: the fold
 // of a chunk costs some 14 µs of CPU a claim, and at twice the rate claims
 // arrive beside a burst it cost the burst a fifth of its acks on two cores
 // (docs/performance.md). Only once the log holds twice its limit does it

@@ -292,3 +292,98 @@ func TestFoldWhileIdle(t *testing.T) {
 		t.Errorf("the index holds %d claims after the fold, want the %d left in the log", s.claims.size(), logRows)
 	}
 }
+
+// TestIdleFoldLetsOtherWritersIn: while serve folds a generation on its
+// own, the file's write lock is free between its steps, so another
+// process's write (a prune pass, a replay from the command line) gets in
+// at its next try rather than after the fold. The steps used to follow
+// each other at once: the lock was free a few per cent of the time, and
+// SQLite's busy handler, which retries at growing intervals, took up to
+// 0.7 s to find it free.
+func TestIdleFoldLetsOtherWritersIn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	// The generation is cut past 6,000 claims; none is folded beside the
+	// load (that starts at twice the limit), so all of it is left to the
+	// idle fold: some 190 steps of 32 claims. A FoldIdle of a second
+	// keeps the pause between steps at the step's length.
+	s, err := Open(ctx, path, Options{Fold: true, FoldMin: 6000, FoldChunk: 32, FoldIdle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < 7000; i += 16 {
+				if _, err := s.Record(ctx, receipt("github", uuidLike(i), "{}")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	folding := func() (gen int64, folded int) {
+		t.Helper()
+		if err := s.DB().QueryRow(`SELECT gen_max, (SELECT count(*) FROM claims) FROM claim_fold`).Scan(&gen, &folded); err != nil {
+			t.Fatal(err)
+		}
+		return gen, folded
+	}
+	if gen, _ := folding(); gen == 0 {
+		t.Fatal("no generation was cut at 7,000 claims (limit 6,000)")
+	}
+	other, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	other.SetMaxOpenConns(1)
+	if _, err := other.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, folded := folding(); folded > 0 {
+			break // the idle steps have begun
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("quiet for 10 s and no fold step")
+		}
+	}
+	// Try to take the write lock, without waiting, while the fold goes on
+	// (400 tries at most).
+	var free, busy int
+	for free+busy < 400 {
+		var gen int64
+		if err := s.DB().QueryRow(`SELECT gen_max FROM claim_fold`).Scan(&gen); err != nil {
+			t.Fatal(err)
+		}
+		if gen == 0 {
+			break
+		}
+		tx, err := other.BeginTx(ctx, nil) // BEGIN IMMEDIATE
+		if err == nil {
+			free++
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			busy++
+		}
+		time.Sleep(300 * time.Microsecond)
+	}
+	if free+busy < 50 {
+		t.Fatalf("the fold was over after %d tries; want a longer fold", free+busy)
+	}
+	share := float64(free) / float64(free+busy)
+	t.Logf("the write lock was free at %d of %d tries while serve folded", free, free+busy)
+	if share < 0.15 {
+		t.Errorf("the write lock was free at %d of %d tries (%.0f%%) while serve folded; want at least 15%%", free, free+busy, 100*share)
+	}
+}

@@ -421,16 +421,22 @@ func (s *Store) writer() {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	defer idle.Stop()
-	folding := false // the last wake-up was an idle fold step
+	folding := false           // the last wake-up was an idle fold step
+	var stepTook time.Duration // and how long it held the file's write lock
 	for {
 		batch = batch[:0]
 		var idleC <-chan time.Time
 		if s.foldDue() {
 			// Quiet for FoldIdle: a fold step; then the next while it
-			// stays quiet, one after the other.
+			// stays quiet, after a pause as long as the step (at most
+			// FoldIdle). Back to back, the steps starved the other
+			// processes that write the file: a command's write gets
+			// the lock only when it retries while no step holds it, and
+			// SQLite's busy handler retries at growing intervals, so
+			// one prune pass beside a fold waited up to 0.7 s.
 			wait := s.foldIdle()
 			if folding {
-				wait = 0
+				wait = min(stepTook, wait)
 			}
 			idle.Reset(wait)
 			idleC = idle.C
@@ -448,7 +454,9 @@ func (s *Store) writer() {
 				continue
 			}
 			folding = true
+			start := time.Now()
 			s.idleFold()
+			stepTook = time.Since(start)
 			continue
 		case o := <-s.ops:
 			folding = false
