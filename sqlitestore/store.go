@@ -433,7 +433,7 @@ func (s *Store) writer() {
 			// processes that write the file: a command's write gets
 			// the lock only when it retries while no step holds it, and
 			// SQLite's busy handler retries at growing intervals, so
-			// one prune pass beside a fold waited up to 0.7 s.
+			// an idle prune pass beside a fold waited 185-233 ms.
 			wait := s.foldIdle()
 			if folding {
 				wait = min(stepTook, wait)
