@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,5 +332,72 @@ func TestGapsAfterPayloadPruning(t *testing.T) {
 	}
 	if want := "[1m0s-3h0m0s 3h0m0s-5h0m0s 5h0m0s-open]"; before != want {
 		t.Errorf("silences: %s, want %s", before, want)
+	}
+}
+
+// TestIdlePruneWritesOnlyItsAudit: a pass with nothing to do commits its
+// audit entry and the entry's result and nothing else, however many events
+// it holds (dead letters and pending events older than the cutoff): a
+// command's every write waits for a pause in serve's, and at ten million
+// claims the held events alone added writes to each pass. Serve's
+// own pass, with no audit entry, commits nothing.
+func TestIdlePruneWritesOnlyItsAudit(t *testing.T) {
+	c := newTestClock()
+	var commits atomic.Int64
+	s := MustOpen(t, Options{Now: c.Now, OnCommit: func(int, time.Duration, error) { commits.Add(1) }})
+	o := &ops{t: t, s: s, clock: c, ctx: context.Background()}
+	day := 24 * time.Hour
+	for i := range 5 {
+		id := fmt.Sprint("dead", i)
+		o.record("std", id, `{}`, "std/a")
+		o.finish("std/a", id, hookwarden.Dead)
+	}
+	o.record("std", "pending", `{}`, "std/b")
+	o.record("std", "done", `{}`) // no destination: finished at once
+	o.clock.Add(100 * day)
+	o.record("std", "new", `{}`)
+	ret := hookwarden.Retention{Payloads: 30 * day, Claims: 90 * day, Quarantine: 30 * day}
+	pass := func(audit bool) (hookwarden.PruneResult, int64) {
+		t.Helper()
+		opt := hookwarden.PruneOptions{Retention: ret, BatchSize: 2}
+		if audit {
+			opt.Audit = &hookwarden.AuditEntry{Origin: hookwarden.AuditCLI, Actor: "test"}
+		}
+		before := commits.Load()
+		res, err := s.Prune(o.ctx, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, commits.Load() - before
+	}
+	res, _ := pass(true)
+	if res.EventsDeleted != 1 || res.HeldDead != 5 || res.HeldPending != 1 {
+		t.Fatalf("first pass: %+v, want the finished event deleted, 5 dead letters and 1 pending event held", res)
+	}
+	if n := o.count(`SELECT count(*) FROM prune_held`); n != 6 {
+		t.Fatalf("held: %d, want 6", n)
+	}
+	if n := o.count(`SELECT count(*) FROM hourly WHERE hour < '` + hourOf(res.ClaimCutoff) + `'`); n != 0 {
+		t.Fatalf("%d hourly rows before the cutoff after a pass", n)
+	}
+	res, n := pass(true)
+	if res.EventsDeleted != 0 || res.PayloadsPruned != 0 || res.HeldDead != 5 || res.HeldPending != 1 {
+		t.Fatalf("second pass: %+v, want nothing done and the same held events", res)
+	}
+	if n != 2 {
+		t.Errorf("a pass with nothing to do committed %d transactions, want 2 (its audit entry and its result)", n)
+	}
+	if _, n := pass(false); n != 0 {
+		t.Errorf("a pass with nothing to do and no audit entry committed %d transactions, want none", n)
+	}
+	// What is due again takes the lock: a held event whose dead letter is
+	// replayed and delivered goes with the next pass.
+	if _, err := s.Replay(o.ctx, hookwarden.ReplaySelector{Source: "std", EventIDs: []string{"dead0"}}, hookwarden.ReplayOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o.finish("std/a", "dead0", hookwarden.Delivered)
+	o.clock.Add(31 * day)
+	if res, _ := pass(false); res.HeldDead != 4 || o.count(`SELECT count(*) FROM events WHERE event_id = 'dead0' AND pruned_at IS NOT NULL`) != 1 {
+		t.Errorf("31 days after dead0 was replayed and delivered: %+v, want its payload pruned and 4 dead letters held", res)
 	}
 }

@@ -489,6 +489,13 @@ func (s *Store) pruneQuarantine(ctx context.Context, opt hookwarden.PruneOptions
 		return nil
 	}
 	for {
+		var found bool // read first: most passes have none to delete
+		if err := s.rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM quarantine WHERE `+quarantineExpired+`)`, cut).Scan(&found); err != nil || !found {
+			if err != nil {
+				return fmt.Errorf("prune quarantine: %w", err)
+			}
+			return nil
+		}
 		n := 0
 		err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 			n = 0
@@ -553,10 +560,8 @@ func (s *Store) pruneTokens(ctx context.Context, opt hookwarden.PruneOptions, no
 		}
 		return nil
 	}
-	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		res.TokensDeleted = 0
-		return execCount(ctx, tx, &res.TokensDeleted, `DELETE FROM seen_tokens WHERE expires_at <= ?`, at)
-	})
+	err := s.deleteSome(ctx, &res.TokensDeleted, `SELECT EXISTS (SELECT 1 FROM seen_tokens WHERE expires_at <= ?)`,
+		`DELETE FROM seen_tokens WHERE expires_at <= ?`, at)
 	if err != nil {
 		return fmt.Errorf("prune seen tokens: %w", err)
 	}
