@@ -73,8 +73,8 @@ func (s *Store) anyEvent(ctx context.Context, cond, cut string, ids []int64) (bo
 // the read pool, finds a row to delete. A pass with nothing to do then
 // takes the file's write lock only for its audit entry: each write of a
 // command waits for a pause in serve's (between its commits, or between
-// the steps of its fold), and at ten million claims the held events alone
-// made five more of them a pass.
+// the steps of its fold). It took the lock seven times, and once more for
+// each batch of events held past a cutoff (dead letters, pending jobs).
 func (s *Store) deleteSome(ctx context.Context, n *int, exists, del string, args ...any) error {
 	var found bool
 	if err := s.rdb.QueryRowContext(ctx, exists, args...).Scan(&found); err != nil || !found {

@@ -337,10 +337,9 @@ func TestGapsAfterPayloadPruning(t *testing.T) {
 
 // TestIdlePruneWritesOnlyItsAudit: a pass with nothing to do commits its
 // audit entry and the entry's result and nothing else, however many events
-// it holds (dead letters and pending events older than the cutoff): a
-// command's every write waits for a pause in serve's, and at ten million
-// claims the held events alone added writes to each pass. Serve's
-// own pass, with no audit entry, commits nothing.
+// it holds (dead letters and pending events older than the cutoffs): a
+// command's every write waits for a pause in serve's. Serve's own pass,
+// with no audit entry, commits nothing.
 func TestIdlePruneWritesOnlyItsAudit(t *testing.T) {
 	c := newTestClock()
 	var commits atomic.Int64
