@@ -73,7 +73,7 @@ func (s *Store) anyEvent(ctx context.Context, cond, cut string, ids []int64) (bo
 // the read pool, finds a row to delete. A pass with nothing to do then
 // takes the file's write lock only for its audit entry: each write of a
 // command waits for a pause in serve's (between its commits, or between
-// the steps of its fold). It took the lock seven times, and once more for
+// the steps of its fold). It took the lock six times, and once more for
 // each batch of events held past a cutoff (dead letters, pending jobs).
 func (s *Store) deleteSome(ctx context.Context, n *int, exists, del string, args ...any) error {
 	var found bool
