@@ -490,10 +490,10 @@ func (s *Store) pruneQuarantine(ctx context.Context, opt hookwarden.PruneOptions
 	}
 	for {
 		var found bool // read first: most passes have none to delete
-		if err := s.rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM quarantine WHERE `+quarantineExpired+`)`, cut).Scan(&found); err != nil || !found {
-			if err != nil {
-				return fmt.Errorf("prune quarantine: %w", err)
-			}
+		if err := s.rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM quarantine WHERE `+quarantineExpired+`)`, cut).Scan(&found); err != nil {
+			return fmt.Errorf("prune quarantine: %w", err)
+		}
+		if !found {
 			return nil
 		}
 		n := 0

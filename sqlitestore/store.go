@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden"
-	"modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver; its errors
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -434,7 +434,7 @@ func (s *Store) writer() {
 	idle.Stop()
 	defer idle.Stop()
 	folding := false           // the last wake-up was an idle fold step
-	var stepTook time.Duration // and how long it held the file's write lock
+	var stepTook time.Duration // and how long it took
 	for {
 		batch = batch[:0]
 		var idleC <-chan time.Time
