@@ -29,8 +29,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden"
-	"modernc.org/sqlite" // registers the "sqlite" driver; its errors
-	sqlite3 "modernc.org/sqlite/lib"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // Options configure a Store. The zero value of each field is a sane default.
@@ -131,22 +130,11 @@ type op struct {
 // walAutocheckpoint is the writer's wal_autocheckpoint, in pages.
 const walAutocheckpoint = 300
 
-// busyTimeout is how long a statement waits for a lock another connection
-// holds before it fails (SQLITE_BUSY).
-const busyTimeout = 10 * time.Second
-
-// busyPragma sets busyTimeout on a connection.
-var busyPragma = fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds())
-
-// commandRetry is how often a command's writer tries the file's write lock
-// while another process holds it (begin).
-const commandRetry = 250 * time.Microsecond
-
 // dsn builds a modernc DSN. Pragmas go in the DSN so that every pooled
 // connection gets them, not just the one a db.Exec happened to use.
 func dsn(path string, readOnly bool) string {
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(FULL)")
 	if readOnly {
@@ -552,7 +540,7 @@ func (s *Store) runTx(ops []*op) (err error) {
 		}
 	}
 	s.claims.claimsBegin()
-	tx, err := s.begin(ctx)
+	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%w: begin: %w", hookwarden.ErrUnavailable, err)
 	}
@@ -602,50 +590,6 @@ func (s *Store) runTx(ops []*op) (err error) {
 	}
 	committed = true
 	return nil
-}
-
-// begin starts the writer's transaction: BEGIN IMMEDIATE, which takes the
-// file's write lock. serve's writer waits for it in SQLite's busy handler.
-// A command's writer (a store that does not fold) tries it every
-// commandRetry instead, for as long: SQLite's handler retries at growing
-// intervals, up to 100 ms apart, and serve under a load that never pauses
-// frees the lock for moments between its commits, so a command's write
-// waited up to a second for one of them.
-func (s *Store) begin(ctx context.Context) (*sql.Tx, error) {
-	if s.opts.Fold {
-		return s.wdb.BeginTx(ctx, nil)
-	}
-	// The writer's pool holds one connection: the pragmas and the
-	// transaction are on the same one.
-	if _, err := s.wdb.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(busyTimeout)
-	for {
-		tx, err := s.wdb.BeginTx(ctx, nil)
-		if err == nil {
-			// Every other statement on the connection waits as usual.
-			if _, err := tx.ExecContext(ctx, busyPragma); err != nil {
-				_ = tx.Rollback()
-				return nil, err
-			}
-			return tx, nil
-		}
-		if !isBusy(err) || time.Now().After(deadline) {
-			if _, perr := s.wdb.ExecContext(ctx, busyPragma); perr != nil {
-				return nil, errors.Join(err, perr)
-			}
-			return nil, err
-		}
-		time.Sleep(commandRetry)
-	}
-}
-
-// isBusy says whether err is SQLite's SQLITE_BUSY (a lock another
-// connection holds), with any extended code.
-func isBusy(err error) bool {
-	var e *sqlite.Error
-	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 func (s *Store) noteCommit(n int, d time.Duration, err error) {
