@@ -52,8 +52,8 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 	if opt.DryRun {
 		return nil
 	}
-	before := hourOf(res.ClaimCutoff)
-	err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM hourly WHERE hour < ?)`, `DELETE FROM hourly WHERE hour < ?`, before)
+	err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM hourly WHERE hour < ?)`, `DELETE FROM hourly WHERE hour < ?`,
+		hourOf(res.ClaimCutoff))
 	if err != nil {
 		return fmt.Errorf("prune hourly counts: %w", err)
 	}
@@ -69,12 +69,13 @@ func (s *Store) anyEvent(ctx context.Context, cond, cut string, ids []int64) (bo
 	return found, err
 }
 
-// deleteSome runs del in a write transaction if exists, read first from
-// the read pool, finds a row to delete. A pass with nothing to do then
-// takes the file's write lock only for its audit entry: each write of a
-// command waits for a pause in serve's (between its commits, or between
-// the steps of its fold). It took the lock six times, and once more for
-// each batch of events held past a cutoff (dead letters, pending jobs).
+// deleteSome reads exists from the read pool and runs del (counting its
+// rows into n, if set) in a write transaction only when it finds a row. A
+// pass with nothing to do then takes the file's write lock only for its
+// audit entry: each write of a command waits for a pause in serve's
+// (between its commits, or between the steps of its fold). It took the
+// lock six times, and once more for each batch of events held past a
+// cutoff (dead letters, pending jobs).
 func (s *Store) deleteSome(ctx context.Context, n *int, exists, del string, args ...any) error {
 	var found bool
 	if err := s.rdb.QueryRowContext(ctx, exists, args...).Scan(&found); err != nil || !found {

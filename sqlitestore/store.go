@@ -421,8 +421,7 @@ func (s *Store) writer() {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	defer idle.Stop()
-	folding := false           // the last wake-up was an idle fold step
-	var stepTook time.Duration // and how long it took
+	var stepTook time.Duration // the last wake-up's idle fold step; 0: it was not one
 	for {
 		batch = batch[:0]
 		var idleC <-chan time.Time
@@ -435,7 +434,7 @@ func (s *Store) writer() {
 			// SQLite's busy handler retries at growing intervals, so
 			// an idle prune pass beside a fold waited 185-233 ms.
 			wait := s.foldIdle()
-			if folding {
+			if stepTook > 0 {
 				wait = min(stepTook, wait)
 			}
 			idle.Reset(wait)
@@ -450,16 +449,15 @@ func (s *Store) writer() {
 			continue
 		case <-idleC:
 			if len(s.ops) > 0 { // a write came with the timer: it goes first
-				folding = false
+				stepTook = 0
 				continue
 			}
-			folding = true
 			start := time.Now()
 			s.idleFold()
-			stepTook = time.Since(start)
+			stepTook = max(time.Since(start), time.Nanosecond)
 			continue
 		case o := <-s.ops:
-			folding = false
+			stepTook = 0
 			idle.Stop()
 			batch = append(batch, o)
 		case <-s.quit:
