@@ -183,9 +183,11 @@ func TestOperatorReadPlans(t *testing.T) {
 	}
 }
 
-// TestRequestGapsJumpsAsRowsSay: the jumping walk of silences finds the
-// same gaps as reading every request (LAG), on irregular traffic with
-// bursts, exact-limit gaps and long silences.
+// TestRequestGapsJumpsAsRowsSay: the two short ways of finding silences
+// (a row an hour of request_hours, and the jumping walk on the receipts)
+// find the same gaps as reading every request (LAG), on irregular traffic
+// with bursts, quarantined requests, exact-limit gaps and long silences,
+// for an expect_within of an hour and of more.
 func TestRequestGapsJumpsAsRowsSay(t *testing.T) {
 	c := newTestClock()
 	o := &ops{t: t, s: MustOpen(t, Options{Now: c.Now}), clock: c, ctx: context.Background()}
@@ -193,43 +195,74 @@ func TestRequestGapsJumpsAsRowsSay(t *testing.T) {
 	for i := range 400 {
 		// Exactly expect_within is no silence; a second more is (LAG's
 		// julianday arithmetic cannot tell microseconds apart).
-		steps := []time.Duration{time.Second, 10 * time.Minute, time.Hour, time.Hour + time.Second, 3 * time.Hour}
+		steps := []time.Duration{time.Second, 10 * time.Minute, 59 * time.Minute, time.Hour, time.Hour + time.Second,
+			90 * time.Minute, 90*time.Minute + time.Second, 2 * time.Hour, 3 * time.Hour}
 		c.Add(steps[rng.IntN(len(steps))])
-		o.record("stripe", fmt.Sprint("evt_", i), "{}")
+		switch rng.IntN(8) {
+		case 0:
+			o.record("stripe", "", "{}") // no id: quarantined, a request all the same
+		case 1:
+			o.record("other", fmt.Sprint("o_", i), "{}") // another source's traffic in between
+		default:
+			o.record("stripe", fmt.Sprint("evt_", i), "{}")
+		}
 		if rng.IntN(5) == 0 {
 			o.record("stripe", fmt.Sprint("evt_", i), "{}") // a duplicate at the same time
 		}
 	}
-	p := hookwarden.SourcePolicy{Name: "stripe", ExpectWithin: time.Hour}
-	collect := func(jump bool) string {
-		var out []string
-		add := func(a, b time.Time, _ bool) {
-			if b.Sub(a) > p.ExpectWithin { // as silences' add
-				out = append(out, a.Format(time.RFC3339Nano)+"→"+b.Format(time.RFC3339Nano))
+	var firstAt string
+	if err := o.s.rdb.QueryRow(`SELECT min(received_at) FROM receipts WHERE source = 'stripe'`).Scan(&firstAt); err != nil {
+		t.Fatal(err)
+	}
+	firstReq, err := parseTime(firstAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []time.Duration{time.Hour, 90 * time.Minute, 2 * time.Hour} {
+		p := hookwarden.SourcePolicy{Name: "stripe", ExpectWithin: e}
+		collect := func(way string) string {
+			var out []string
+			add := func(a, b time.Time, _ bool) {
+				if b.Sub(a) > p.ExpectWithin { // as silences' add
+					out = append(out, a.Format(time.RFC3339Nano)+"→"+b.Format(time.RFC3339Nano))
+				}
+			}
+			tx, err := o.s.rdb.BeginTx(o.ctx, &sql.TxOptions{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			var first, last time.Time
+			switch way {
+			case "requestGaps":
+				first, last, err = o.s.requestGaps(o.ctx, p, "", c.Now(), add)
+			case "walk":
+				first = firstReq
+				last, err = requestGapsWalk(o.ctx, tx, p, first, add)
+			case "by hour":
+				first = firstReq
+				var ok bool
+				last, ok, err = requestGapsByHour(o.ctx, tx, p, first, add)
+				if !ok {
+					t.Errorf("expect_within %v: request_hours does not tell the first request's hour", e)
+				}
+			case "by row":
+				first, last, err = o.s.requestGapsByRow(o.ctx, tx, p, "", add)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprint(first, last, out)
+		}
+		rows := collect("by row")
+		for _, way := range []string{"requestGaps", "walk", "by hour"} {
+			if got := collect(way); got != rows {
+				t.Errorf("expect_within %v, %s:\n%s\nreading every request:\n%s", e, way, got, rows)
 			}
 		}
-		tx, err := o.s.rdb.BeginTx(o.ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
+		if !strings.Contains(rows, "→") {
+			t.Fatalf("expect_within %v: no gap at all: the traffic does not test anything", e)
 		}
-		defer tx.Rollback()
-		var first, last time.Time
-		if jump {
-			first, last, err = o.s.requestGaps(o.ctx, p, "", c.Now(), add)
-		} else {
-			first, last, err = o.s.requestGapsByRow(o.ctx, tx, p, "", add)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprint(first, last, out)
-	}
-	jump, rows := collect(true), collect(false)
-	if jump != rows {
-		t.Errorf("jumping walk:\n%s\nreading every request:\n%s", jump, rows)
-	}
-	if !strings.Contains(rows, "→") {
-		t.Fatal("no gap at all: the traffic does not test anything")
 	}
 }
 
@@ -373,6 +406,7 @@ func execRaw(t *testing.T, path string, qs ...string) {
 // claim levels, no kept claims filter.
 func schema14(t *testing.T) []string {
 	return []string{
+		`DROP TRIGGER request_hour`, `DROP TABLE request_hours`, // schema 18's
 		`DROP TABLE claims_filter`, // schema 17's
 		`DROP VIEW claim_refs`, `DROP TABLE claims`, `DROP TABLE claims_log`, `DROP TABLE claim_levels`, `DROP TABLE claim_fold`,
 		`CREATE TABLE events_old (
@@ -412,4 +446,70 @@ func shippedTrigger(t *testing.T, file, name string) string {
 		t.Fatalf("%s has no trigger %s", file, name)
 	}
 	return "CREATE TRIGGER " + name + " " + body + "\nEND"
+}
+
+// TestMigration18FillsRequestHours: a file of schema 17 gets the first and
+// last request of each source and hour from its receipts when 0018 runs,
+// and gaps reads the same silences from them as a read-only open of the
+// old file finds by walking the receipts.
+func TestMigration18FillsRequestHours(t *testing.T) {
+	c := newTestClock()
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	s := openFile(t, path, c)
+	o := &ops{t: t, s: s, clock: c, ctx: ctx}
+	for i, step := range []time.Duration{0, time.Minute, 3 * time.Hour, 20 * time.Minute, 61 * time.Minute, 5 * time.Hour} {
+		c.Add(step)
+		o.record("stripe", fmt.Sprint("evt_", i), "{}")
+		if i == 2 {
+			o.record("stripe", "", `{"no":"id"}`) // quarantined
+			o.record("stripe", fmt.Sprint("evt_", i), "{}")
+		}
+	}
+	c.Add(2 * time.Hour)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	execRaw(t, path, `DROP TRIGGER request_hour`, `DROP TABLE request_hours`, `PRAGMA user_version = 17`)
+
+	policy := hookwarden.GapOptions{Sources: []hookwarden.SourcePolicy{{Name: "stripe", RetryHorizon: 4 * time.Hour, ExpectWithin: time.Hour}}}
+	silences := func(s *Store) string {
+		rep, err := s.Gaps(ctx, policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, sl := range rep.Silences {
+			out = append(out, fmt.Sprintf("%s-%s open=%v", sl.Start.Format(time.TimeOnly), sl.End.Format(time.TimeOnly), sl.Open))
+		}
+		return fmt.Sprint(out)
+	}
+	old, err := Open(ctx, path, Options{Now: c.Now, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	walked := silences(old)
+	old.Close()
+	if want := "[12:01:00-15:01:00 open=false 15:21:00-16:22:00 open=false 16:22:00-21:22:00 open=false 21:22:00-00:00:00 open=true]"; walked != want {
+		t.Errorf("schema 17, read-only: silences %s, want %s", walked, want)
+	}
+
+	s = openFile(t, path, c)
+	defer s.Close()
+	o.s = s
+	if n := o.count(`SELECT count(*) FROM (
+		SELECT source, substr(received_at, 1, 13), min(received_at), max(received_at) FROM receipts GROUP BY 1, 2
+		EXCEPT SELECT source, hour, first_at, last_at FROM request_hours)`); n != 0 {
+		t.Errorf("%d hours of receipts missing from request_hours after the upgrade", n)
+	}
+	if n := o.count(`SELECT count(*) FROM request_hours`); n != 4 {
+		t.Errorf("request_hours holds %d hours, want 4", n)
+	}
+	if got := silences(s); got != walked {
+		t.Errorf("after the upgrade: silences %s, want %s", got, walked)
+	}
+	o.record("stripe", "evt_late", "{}") // and the trigger counts from there on
+	if n := o.count(`SELECT count(*) FROM request_hours`); n != 5 {
+		t.Errorf("request_hours holds %d hours after a new request, want 5", n)
+	}
 }

@@ -141,27 +141,30 @@ const maxGapSeeks = 20000
 
 // requestGaps calls add for every gap longer than p.ExpectWithin between
 // consecutive requests of p's source received at or after from, and
-// returns the first and last of them (zero: none). It jumps on the
-// (source, received_at) index rather than read each request: from a
-// request at a, the last request within (a, a+expect_within] is one seek
-// and no gap before it can be a silence; when there is none, the next
-// request ends a silence. The cost follows the window divided by
-// expect_within, not the traffic.
+// returns the first and last of them (zero: none). It never reads each
+// request: with expect_within an hour or more it reads a row an hour of
+// the window (requestGapsByHour); under an hour it jumps on the (source,
+// received_at) index (requestGapsWalk), one seek per expect_within; only a
+// window of more than maxGapSeeks expect_within reads every request.
 func (s *Store) requestGaps(ctx context.Context, p hookwarden.SourcePolicy, from string, now time.Time, add func(start, end time.Time, open bool)) (first, last time.Time, err error) {
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return first, last, err
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	seek := func(q string, args ...any) (time.Time, error) {
-		var at sql.NullString
-		if err := tx.QueryRowContext(ctx, q, args...).Scan(&at); err != nil {
-			return time.Time{}, err
-		}
-		return parseNullTime(at)
-	}
-	if first, err = seek(`SELECT min(received_at) FROM receipts WHERE source = ? AND received_at >= ?`, p.Name, from); err != nil || first.IsZero() {
+	var at sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT min(received_at) FROM receipts WHERE source = ? AND received_at >= ?`, p.Name, from).
+		Scan(&at); err != nil {
 		return first, last, err
+	}
+	if first, err = parseNullTime(at); err != nil || first.IsZero() {
+		return first, last, err
+	}
+	if p.ExpectWithin >= time.Hour {
+		last, ok, err := requestGapsByHour(ctx, tx, p, first, add)
+		if err != nil || ok {
+			return first, last, err
+		}
 	}
 	fromT := first
 	if t, perr := parseTime(from); perr == nil {
@@ -170,6 +173,17 @@ func (s *Store) requestGaps(ctx context.Context, p hookwarden.SourcePolicy, from
 	if now.Sub(fromT)/max(p.ExpectWithin, time.Nanosecond) > maxGapSeeks {
 		return s.requestGapsByRow(ctx, tx, p, from, add)
 	}
+	last, err = requestGapsWalk(ctx, tx, p, first, add)
+	return first, last, err
+}
+
+// requestGapsWalk is requestGaps' jump along receipts_source_time from the
+// window's first request: from a request at a, the last request within
+// (a, a+expect_within] is one seek and no gap before it can be a silence;
+// when there is none, the next request ends a silence. The cost follows the
+// window divided by expect_within, not the traffic.
+func requestGapsWalk(ctx context.Context, tx *sql.Tx, p hookwarden.SourcePolicy, first time.Time,
+	add func(start, end time.Time, open bool)) (last time.Time, err error) {
 	// The walk runs inside SQLite (a recursive query: two seeks a step, no
 	// round trip). a + expect_within is computed to the millisecond, at or
 	// before the exact bound: a request it misses is taken as the next
@@ -201,7 +215,59 @@ SELECT a FROM walk WHERE a IS NOT NULL`,
 			prev = t
 			return nil
 		}, p.Name, fmtTime(first), fmt.Sprintf("+%.6f seconds", p.ExpectWithin.Seconds()))
-	return first, prev, err
+	return prev, err
+}
+
+// errStop ends an eachRow early.
+var errStop = errors.New("stop")
+
+// requestGapsByHour is requestGaps for an expect_within of an hour or
+// more, on request_hours (schema 18): no silence that long fits inside a
+// clock hour, so the gaps that can be silences are those between one hour's
+// last request and the next hour's first, a row an hour of the window.
+// first is the window's first request; only the last request of its hour
+// counts, as that hour's row may remember requests before the window that
+// retention has deleted since (see silences). ok is false when the table
+// does not tell first's hour (a read-only open of an older schema), and
+// nothing was added: the caller walks the receipts instead.
+func requestGapsByHour(ctx context.Context, tx *sql.Tx, p hookwarden.SourcePolicy, first time.Time,
+	add func(start, end time.Time, open bool)) (last time.Time, ok bool, err error) {
+	var have bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'request_hours')`).
+		Scan(&have); err != nil || !have {
+		return last, false, err
+	}
+	at := fmtTime(first)
+	prev := first
+	err = eachRow(ctx, tx, `SELECT hour, first_at, last_at FROM request_hours WHERE source = ? AND hour >= ? ORDER BY hour`,
+		func(rows *sql.Rows) error {
+			var hour, a, b string
+			if err := rows.Scan(&hour, &a, &b); err != nil {
+				return err
+			}
+			if !ok {
+				// first's own hour, or the table missed first.
+				if ok = hour == at[:13] && a <= at && at <= b; !ok {
+					return errStop
+				}
+				if b > at {
+					return parseInto(&prev, b)
+				}
+				return nil
+			}
+			start, err := parseTime(a)
+			if err != nil {
+				return err
+			}
+			if start.Sub(prev) > p.ExpectWithin {
+				add(prev, start, false)
+			}
+			return parseInto(&prev, b)
+		}, p.Name, at[:13])
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return prev, ok, err
 }
 
 // requestGapsByRow is requestGaps for a short expect_within: LAG over the

@@ -45,17 +45,19 @@ func (s *Store) Prune(ctx context.Context, opt hookwarden.PruneOptions) (hookwar
 	})
 }
 
-// pruneHourly deletes the hourly counts of the hours before the claims
-// cutoff's: the chart and the recent windows read days, and the counts
-// stay in step with the claims they tell of.
+// pruneHourly deletes the hourly counts and the request hours (gaps') of
+// the hours before the claims cutoff's: the chart and the recent windows
+// read days, and the counts stay in step with the claims they tell of.
 func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
 	if opt.DryRun {
 		return nil
 	}
-	err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM hourly WHERE hour < ?)`, `DELETE FROM hourly WHERE hour < ?`,
-		hourOf(res.ClaimCutoff))
-	if err != nil {
-		return fmt.Errorf("prune hourly counts: %w", err)
+	for _, table := range []string{"hourly", "request_hours"} {
+		err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE hour < ?)`, `DELETE FROM `+table+` WHERE hour < ?`,
+			hourOf(res.ClaimCutoff))
+		if err != nil {
+			return fmt.Errorf("prune %s: %w", table, err)
+		}
 	}
 	return nil
 }

@@ -62,6 +62,7 @@ func fullCount(t *testing.T, st storetest.Store, now time.Time) (storetest.Stats
 	t.Helper()
 	db := st.(*sqlitestore.Store).DB()
 	checkMinutely(t, db, now)
+	checkRequestHours(t, db)
 	sqlitestore.CheckDedupMemory(t, db)
 	out := storetest.Stats{At: now}
 	src := map[string]*hookwarden.SourceStats{}
@@ -240,6 +241,37 @@ UNION ALL SELECT 'hourly', * FROM (SELECT * FROM h EXCEPT SELECT * FROM m)`, hou
 			t.Fatal(err)
 		}
 		t.Errorf("minutely and hourly differ: %s alone has %s %s accepted %d duplicates %d", side, source, h, a, d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRequestHours: request_hours (schema 18) tells the first and last
+// request of every source and hour that gaps reads, those after the hour
+// of the last request retention deleted (pruned_totals' last_received):
+// from there on every receipt is still in the file, and the rows match
+// them exactly, with no hour the receipts do not have.
+func checkRequestHours(t *testing.T, db *sql.DB) {
+	t.Helper()
+	rows, err := db.Query(`
+WITH seed AS (SELECT name AS source, substr(at, 1, 13) AS hour FROM pruned_totals WHERE kind = 'last_received'),
+r AS (SELECT source, substr(received_at, 1, 13) AS hour, min(received_at) AS a, max(received_at) AS b FROM receipts GROUP BY 1, 2),
+q AS (SELECT source, hour, first_at AS a, last_at AS b FROM request_hours)
+SELECT 'receipts', * FROM (SELECT * FROM r EXCEPT SELECT * FROM q) x
+	WHERE x.hour > COALESCE((SELECT s.hour FROM seed s WHERE s.source = x.source), '')
+UNION ALL SELECT 'request_hours', * FROM (SELECT * FROM q EXCEPT SELECT * FROM r) y
+	WHERE y.hour > COALESCE((SELECT s.hour FROM seed s WHERE s.source = y.source), '')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var side, source, h, a, b string
+		if err := rows.Scan(&side, &source, &h, &a, &b); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("request_hours and receipts differ: %s alone has %s %s first %s last %s", side, source, h, a, b)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
