@@ -69,6 +69,13 @@ type Options struct {
 	// it takes a fold step (default 20 ms): the fold yields to a burst,
 	// and runs beside one only once the log holds twice its limit.
 	FoldIdle time.Duration
+	// ReadCacheKiB is each read connection's page cache in KiB (0:
+	// SQLite's default, 2,000). An operator command, which reads a page
+	// or two of each of a few hundred rows and exits, sets a small one:
+	// every page that enters the cache takes fresh memory, and on a VM a
+	// first touch of memory (a page fault, 12 µs on the AMD host) costs
+	// four times reading the page again from the OS's cache (3 µs).
+	ReadCacheKiB int
 }
 
 // Store is the SQLite implementation of hookwarden.Store. It is safe for
@@ -305,6 +312,9 @@ func privateDir(dir string) error {
 
 func (s *Store) openReaders(ctx context.Context, readOnlyFile bool) error {
 	d := dsn(s.path, true)
+	if s.opts.ReadCacheKiB > 0 {
+		d += "&_pragma=" + url.QueryEscape(fmt.Sprintf("cache_size(-%d)", s.opts.ReadCacheKiB))
+	}
 	if readOnlyFile {
 		// mode=ro: never create or modify anything in a forensic copy.
 		d += "&mode=ro"

@@ -54,8 +54,11 @@ func count(tb testing.TB, s *Store, q string, args ...any) int {
 	return n
 }
 
+// TestPragmasOnEveryConnection: every connection of both pools has the
+// pragmas, and the read pool the page cache an operator command asks for
+// (the writer keeps SQLite's default).
 func TestPragmasOnEveryConnection(t *testing.T) {
-	s := MustOpen(t, Options{})
+	s := MustOpen(t, Options{ReadCacheKiB: 256})
 	ctx := context.Background()
 	// Hold several reader connections at once so the check covers more than one.
 	var conns []*sql.Conn
@@ -83,6 +86,11 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 		if sync != 2 || fk != 1 || busy != 10000 || mode != "wal" {
 			t.Errorf("conn %d: synchronous=%d foreign_keys=%d busy_timeout=%d journal_mode=%s; want 2 (FULL), 1, 10000, wal",
 				i, sync, fk, busy, mode)
+		}
+		var cache int
+		c.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&cache)
+		if want := map[bool]int{true: -2000, false: -256}[c == wc]; cache != want {
+			t.Errorf("conn %d: cache_size=%d, want %d", i, cache, want)
 		}
 	}
 	for _, c := range conns {
@@ -446,6 +454,18 @@ func TestCloseDrainsAndRefuses(t *testing.T) {
 	}
 	if _, err := ro.Record(context.Background(), receipt("standard", "c", `{}`)); err == nil {
 		t.Fatal("read-only store accepted a write")
+	}
+}
+
+// TestSchemaVersionCountsTheMigrations: the version this build writes,
+// which SchemaVersion counts from the names alone, is the last migration's.
+func TestSchemaVersionCountsTheMigrations(t *testing.T) {
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := SchemaVersion(); v != ms[len(ms)-1].Version || v < 18 {
+		t.Fatalf("SchemaVersion() = %d, the last migration is %d", v, ms[len(ms)-1].Version)
 	}
 }
 

@@ -28,10 +28,16 @@ import (
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
+// operatorReadCacheKiB is an operator command's page cache per read
+// connection (sqlitestore.Options.ReadCacheKiB): at 10 M claims `events
+// list --type` read 433 pages, each into fresh memory, with SQLite's
+// default of 2,000 KiB.
+const operatorReadCacheKiB = 256
+
 // openStoreFile opens the store at path for an operator command. readOnly
 // opens it with no writer and no migration: the file is never changed.
 func openStoreFile(ctx context.Context, path string, readOnly bool, log *slog.Logger) (hookwarden.Store, error) {
-	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{ReadOnly: readOnly, Logger: log})
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{ReadOnly: readOnly, Logger: log, ReadCacheKiB: operatorReadCacheKiB})
 	if err != nil {
 		return nil, err
 	}
