@@ -263,14 +263,14 @@ func listByType(ctx context.Context, tx *sql.Tx, f hookwarden.EventFilter, where
 }
 
 // The seeks of typePairs on events_source_type: the first pair of a source
-// (from a type on), the first pair, the pair after one.
+// (from a type on), the pair after one within its source.
 const (
-	firstPairOfSourceSQL = `SELECT source, event_type FROM events WHERE source = ? AND event_type >= ?
+	firstPairOfSourceSQL = `SELECT event_type FROM events WHERE source = ? AND event_type >= ?
 	ORDER BY source, event_type LIMIT 1`
-	firstPairSQL = `SELECT source, event_type FROM events ORDER BY source, event_type LIMIT 1`
-	nextPairSQL  = `SELECT * FROM (SELECT source, event_type FROM events WHERE source = ?1 AND event_type > ?2 ORDER BY event_type LIMIT 1)
-	UNION ALL SELECT * FROM (SELECT source, event_type FROM events WHERE source > ?1 ORDER BY source, event_type LIMIT 1)
-	ORDER BY 1, 2 LIMIT 1`
+	nextPairOfSourceSQL = `SELECT event_type FROM events WHERE source = ? AND event_type > ? ORDER BY source, event_type LIMIT 1`
+	// sourcesSQL lists every source that ever claimed an event: the
+	// counters keep a row for each (schema 12), a few rows in all.
+	sourcesSQL = `SELECT name FROM counters WHERE kind = 'accepted' ORDER BY name`
 )
 
 // pairListSQL reads the newest ids of one (source, type) pair, in id order
@@ -281,57 +281,49 @@ func pairListSQL(where []string) string {
 }
 
 // typePairs lists the (source, type) pairs of events that f's source and
-// type match, by skipping through events_source_type: one seek per pair
-// (and per source, without --source). nil: more than maxTypePairs.
+// type match. Without --source the sources come from the counters; an
+// exact --type is then one pair per source, read with no seek (a source
+// without that type lists nothing), and a prefix or no --type skips
+// through each source's types on events_source_type, one seek per pair it
+// keeps and one more to leave the prefix's range. nil: more than
+// maxTypePairs.
 func typePairs(ctx context.Context, tx *sql.Tx, f hookwarden.EventFilter) ([][2]string, error) {
-	prefix, isPrefix := strings.CutSuffix(f.Type, "*")
-	if f.Source != "" && f.Type != "" && !isPrefix {
-		return [][2]string{{f.Source, f.Type}}, nil
-	}
-	match := func(typ string) bool {
-		switch {
-		case f.Type == "":
-			return true
-		case isPrefix:
-			return strings.HasPrefix(typ, prefix)
-		}
-		return typ == f.Type
-	}
-	pairs := [][2]string{}
-	var src, typ string
-	first := true
-	for seeks := 0; ; seeks++ {
-		if seeks > 2*maxTypePairs {
-			return nil, nil
-		}
-		var row *sql.Row
-		switch {
-		case first && f.Source != "":
-			row = tx.QueryRowContext(ctx, firstPairOfSourceSQL, f.Source, prefix)
-		case first:
-			row = tx.QueryRowContext(ctx, firstPairSQL)
-		default:
-			row = tx.QueryRowContext(ctx, nextPairSQL, src, typ)
-		}
-		first = false
-		err := row.Scan(&src, &typ)
-		if errors.Is(err, sql.ErrNoRows) {
-			return pairs, nil
-		}
-		if err != nil {
+	sources := []string{f.Source}
+	if f.Source == "" {
+		var err error
+		if sources, err = selectStrings(ctx, tx, sourcesSQL); err != nil {
 			return nil, err
 		}
-		if f.Source != "" && src != f.Source {
-			return pairs, nil
-		}
-		if match(typ) {
-			if pairs = append(pairs, [2]string{src, typ}); len(pairs) > maxTypePairs {
-				return nil, nil
+	}
+	prefix, isPrefix := strings.CutSuffix(f.Type, "*")
+	pairs := [][2]string{}
+	for _, src := range sources {
+		if f.Type != "" && !isPrefix {
+			pairs = append(pairs, [2]string{src, f.Type})
+		} else {
+			typ, err := seekType(ctx, tx, firstPairOfSourceSQL, src, prefix)
+			for ; err == nil && strings.HasPrefix(typ, prefix); typ, err = seekType(ctx, tx, nextPairOfSourceSQL, src, typ) {
+				if pairs = append(pairs, [2]string{src, typ}); len(pairs) > maxTypePairs {
+					return nil, nil
+				}
 			}
-		} else if isPrefix && f.Source != "" && typ > prefix {
-			return pairs, nil // past the prefix's range
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, err
+			}
+		}
+		if len(pairs) > maxTypePairs {
+			return nil, nil
 		}
 	}
+	return pairs, nil
+}
+
+// seekType is one of typePairs' seeks: the type q finds, sql.ErrNoRows
+// past the source's last.
+func seekType(ctx context.Context, tx *sql.Tx, q, source, from string) (string, error) {
+	var typ string
+	err := tx.QueryRowContext(ctx, q, source, from).Scan(&typ)
+	return typ, err
 }
 
 func (s *Store) listQuarantined(ctx context.Context, f hookwarden.EventFilter) (items []hookwarden.EventSummary, next int64, err error) {

@@ -63,16 +63,25 @@ func parseNullInto(dst *time.Time, s sql.NullString) error {
 // the query files collect ids: the batches of prune and replay, the events
 // held back by the payload walk.
 func selectIDs(ctx context.Context, q querier, query string, args ...any) ([]int64, error) {
-	var ids []int64
+	return selectColumn[int64](ctx, q, query, args...)
+}
+
+// selectStrings is selectIDs for a text column.
+func selectStrings(ctx context.Context, q querier, query string, args ...any) ([]string, error) {
+	return selectColumn[string](ctx, q, query, args...)
+}
+
+func selectColumn[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
+	var out []T
 	err := eachRow(ctx, q, query, func(rows *sql.Rows) error {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var v T
+		if err := rows.Scan(&v); err != nil {
 			return err
 		}
-		ids = append(ids, id)
+		out = append(out, v)
 		return nil
 	}, args...)
-	return ids, err
+	return out, err
 }
 
 // idSet is ids as a JSON array, for `IN (SELECT value FROM json_each(?))`
