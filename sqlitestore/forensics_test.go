@@ -106,6 +106,9 @@ func TestForensicQueriesRunOnARealDatabase(t *testing.T) {
 		19: "stripe | 2026-03-01T12:09:00.000000Z | 2026-03-01T12:26:00.000000Z | 1 |", 20: "evt_bf | t.created | stripe/app | pending",
 		21: "stripe/app | dead | 1 | 1\nstripe/app | delivered | 1 | 1\nstripe/app | pending | 2 | 2",
 		22: "sg | 2026-03-01T12 | 2 | 2 | 1 | 1\nstripe | 2026-03-01T12 | 5 | 5 | 2 | 2",
+		// evt_old's receipt was pruned: its hour still remembers it.
+		23: "sg | 2026-03-01T12 | 2026-03-01T12:26:01.000000Z | 2026-03-01T12:26:01.000000Z | 2026-03-01T12:26:01.000000Z | 2026-03-01T12:26:01.000000Z\n" +
+			"stripe | 2026-03-01T12 | 2026-03-01T12:00:00.000000Z | 2026-03-01T12:26:00.000000Z | 2026-03-01T12:26:01.000000Z | 2026-03-01T12:26:01.000000Z",
 	}
 	for i, q := range qs {
 		n := i + 1
