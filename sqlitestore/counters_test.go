@@ -22,10 +22,8 @@ import (
 // counting after the upgrade.
 func TestMigration12CountsExistingRows(t *testing.T) {
 	c := newTestClock()
-	path := filepath.Join(t.TempDir(), "hw.db")
-	ctx := context.Background()
-	s := openFile(t, path, c)
-	o := &ops{t: t, s: s, clock: c, ctx: ctx}
+	o, path := fileOps(t, c)
+	s, ctx := o.s, o.ctx
 	o.record("stripe", "evt_old", `{"old":1}`, "stripe/app")
 	o.finish("stripe/app", "evt_old", hookwarden.Delivered)
 	c.Add(40 * 24 * time.Hour)
@@ -385,6 +383,14 @@ func openFile(t *testing.T, path string, c *testClock) *Store {
 	return s
 }
 
+// fileOps opens a new file for an upgrade test, which closes it, takes
+// it back to an older schema and opens it again (openFile).
+func fileOps(t *testing.T, c *testClock) (*ops, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hw.db")
+	return &ops{t: t, s: openFile(t, path, c), clock: c, ctx: context.Background()}, path
+}
+
 // execRaw runs qs on the file at path through a connection of its own, as
 // an older build would have left it: the upgrade tests take a file back.
 func execRaw(t *testing.T, path string, qs ...string) {
@@ -455,10 +461,8 @@ func shippedTrigger(t *testing.T, file, name string) string {
 // old file finds by walking the receipts.
 func TestMigration18FillsRequestHours(t *testing.T) {
 	c := newTestClock()
-	path := filepath.Join(t.TempDir(), "hw.db")
-	ctx := context.Background()
-	s := openFile(t, path, c)
-	o := &ops{t: t, s: s, clock: c, ctx: ctx}
+	o, path := fileOps(t, c)
+	s, ctx := o.s, o.ctx
 	for i, step := range []time.Duration{0, time.Minute, 3 * time.Hour, 20 * time.Minute, 61 * time.Minute, 5 * time.Hour} {
 		c.Add(step)
 		o.record("stripe", fmt.Sprint("evt_", i), "{}")
