@@ -304,6 +304,9 @@ func TestFilterKeptAcrossACleanStop(t *testing.T) {
 		}
 	}
 	s := open(true)
+	if need, _ := s.WarmUpNeeded(); !need {
+		t.Error("serve's first start, with no kept filter, skips the claim index's warm-up")
+	}
 	WaitFilter(t, s)
 	record(s, 0, 300, hookwarden.Accepted)
 	WaitFilter(t, s)
@@ -335,6 +338,9 @@ func TestFilterKeptAcrossACleanStop(t *testing.T) {
 	defer s.Close()
 	if cur, next := filterNow(t, s); cur == nil || next != nil {
 		t.Fatalf("after a clean stop, serve starts with filter %v and build %v; want the kept one and no build", cur != nil, next != nil)
+	}
+	if need, why := s.WarmUpNeeded(); need || why == "" {
+		t.Errorf("with the kept filter, WarmUpNeeded = %v %q; want no warm-up, and why", need, why)
 	}
 	if n := keptFilters(t, path); n != 0 {
 		t.Fatalf("serve left the kept filter in the file (%d rows): a crash would leave it behind", n)

@@ -115,6 +115,10 @@ type Store struct {
 	flow     hookwarden.FlowTable // SetFlow
 	txPaused map[string]bool
 
+	// filterKept: Open took the claims filter a clean stop kept
+	// (WarmUpNeeded). Set before the writer starts, never changed.
+	filterKept bool
+
 	healthMu  sync.Mutex
 	lastOK    time.Time
 	lastErr   error
@@ -268,6 +272,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			s.wdb.Close()
 			return nil, err
 		}
+		s.filterKept = s.claims.filters.cur != nil
 	}
 	s.ops = make(chan *op, opts.QueueSize)
 	s.lastOK = s.now()

@@ -128,7 +128,8 @@ func waitWarm(ctx context.Context, path string, offset int64, filter bool, timeo
 	for {
 		if b, err := os.ReadFile(path); err == nil && int64(len(b)) > offset {
 			log := string(b[offset:])
-			warm := strings.Contains(log, "claim index read into the page cache") || strings.Contains(log, "claim index not warmed")
+			warm := strings.Contains(log, "claim index read into the page cache") || strings.Contains(log, "claim index not warmed") ||
+				strings.Contains(log, "claim index not read at start")
 			built := !filter || strings.Contains(log, "claims filter built") || strings.Contains(log, "build the claims filter") ||
 				strings.Contains(log, "claims filter loaded")
 			if warm && built {

@@ -207,8 +207,16 @@ func (a *App) Open(ctx context.Context) (err error) {
 	a.wg.Add(1)
 	go a.autoBackfill(bg) // backfillserve.go: outage windows found at start
 	if w, ok := a.Store.(claimWarmer); ok {
-		a.wg.Add(1)
-		go a.warmClaims(bg, w)
+		if c, ok := a.Store.(warmUpChooser); ok {
+			if need, why := c.WarmUpNeeded(); !need {
+				a.log.Info("claim index not read at start", "reason", why)
+				w = nil
+			}
+		}
+		if w != nil {
+			a.wg.Add(1)
+			go a.warmClaims(bg, w)
+		}
 	}
 	if k, ok := a.Store.(plannerStatsKeeper); ok {
 		a.wg.Add(1)

@@ -58,6 +58,12 @@ type claimWarmer interface {
 	WarmClaims(ctx context.Context) (int64, error)
 }
 
+// warmUpChooser is a claimWarmer that may need no warm-up
+// (sqlitestore.Store.WarmUpNeeded: not with its claims filter).
+type warmUpChooser interface {
+	WarmUpNeeded() (bool, string)
+}
+
 // warmClaims reads the claim index once at start, beside the traffic: after
 // a reboot, claims with random ids would each wait on a read from the disk
 // until it is cached.
