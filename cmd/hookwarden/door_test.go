@@ -326,11 +326,7 @@ func TestHTTP2SixteenStreamsPerConnection(t *testing.T) {
 // once the lock is free, and the provider's retry is a duplicate: the event
 // is delivered once.
 func TestCommitTimeoutAnswers503(t *testing.T) {
-	app := newSink(t)
-	dir := t.TempDir()
-	cfg, db := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "hw.db")
-	hook, adm := freeAddr(t), freeAddr(t)
-	serveConfig(t, cfg, hook, adm, db, app.URL, []string{testSecret}, "limits: { commit_timeout: 300ms }\n")
+	app, cfg, db, hook, adm := serveFiles(t, "limits: { commit_timeout: 300ms }\n")
 	p := startServe(t, cfg, hook, adm)
 
 	raw := MustOpenRaw(t, db, "_txlock=immediate")

@@ -85,6 +85,19 @@ sources:
 	}
 }
 
+// serveFiles writes serveConfig's configuration, with extra, for a new
+// database in a temporary directory delivering to a new sink app, and
+// returns the configuration's and the database's paths and the addresses.
+func serveFiles(t *testing.T, extra string) (app *sink, cfg, db, hook, adm string) {
+	t.Helper()
+	app = newSink(t)
+	dir := t.TempDir()
+	cfg, db = filepath.Join(dir, "config.yaml"), filepath.Join(dir, "hw.db")
+	hook, adm = freeAddr(t), freeAddr(t)
+	serveConfig(t, cfg, hook, adm, db, app.URL, []string{testSecret}, extra)
+	return app, cfg, db, hook, adm
+}
+
 func startServe(t *testing.T, cfgPath, hook, adm string, env ...string) *serveProc {
 	t.Helper()
 	p := &serveProc{t: t, log: &syncBuffer{}, hook: hook, adm: adm, exited: make(chan struct{})}

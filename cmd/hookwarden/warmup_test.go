@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,12 +12,7 @@ import (
 // answers for new ids: the first start reads it, the start after SIGTERM
 // does not and says why, the start after SIGKILL (no filter kept) reads it.
 func TestClaimIndexWarmUpOnlyWithoutAKeptFilter(t *testing.T) {
-	app := newSink(t)
-	dir := t.TempDir()
-	cfg, db := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "hw.db")
-	hook, adm := freeAddr(t), freeAddr(t)
-	serveConfig(t, cfg, hook, adm, db, app.URL, []string{testSecret}, "")
-
+	_, cfg, _, hook, adm := serveFiles(t, "")
 	p := startServe(t, cfg, hook, adm)
 	p.waitLog("the warm-up at the first start", "claim index read into the page cache")
 	p.waitLog("the claims filter", "claims filter built")
