@@ -228,8 +228,9 @@ var errStop = errors.New("stop")
 // first is the window's first request; only the last request of its hour
 // counts, as that hour's row may remember requests before the window that
 // retention has deleted since (see silences). ok is false when the table
-// does not tell first's hour (a read-only open of an older schema), and
-// nothing was added: the caller walks the receipts instead.
+// does not tell first's hour (a read-only open of an older schema, or an
+// hour retention.claims deleted while its receipts stay), and nothing was
+// added: the caller walks the receipts instead.
 func requestGapsByHour(ctx context.Context, tx *sql.Tx, p hookwarden.SourcePolicy, first time.Time,
 	add func(start, end time.Time, open bool)) (last time.Time, ok bool, err error) {
 	var have bool

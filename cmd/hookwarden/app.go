@@ -207,15 +207,11 @@ func (a *App) Open(ctx context.Context) (err error) {
 	a.wg.Add(1)
 	go a.autoBackfill(bg) // backfillserve.go: outage windows found at start
 	if w, ok := a.Store.(claimWarmer); ok {
-		if c, ok := a.Store.(warmUpChooser); ok {
-			if need, why := c.WarmUpNeeded(); !need {
-				a.log.Info("claim index not read at start", "reason", why)
-				w = nil
-			}
-		}
-		if w != nil {
+		if need, why := warmUpNeeded(a.Store); need {
 			a.wg.Add(1)
 			go a.warmClaims(bg, w)
+		} else {
+			a.log.Info("claim index not read at start", "reason", why)
 		}
 	}
 	if k, ok := a.Store.(plannerStatsKeeper); ok {

@@ -58,10 +58,15 @@ type claimWarmer interface {
 	WarmClaims(ctx context.Context) (int64, error)
 }
 
-// warmUpChooser is a claimWarmer that may need no warm-up
-// (sqlitestore.Store.WarmUpNeeded: not with its claims filter).
-type warmUpChooser interface {
-	WarmUpNeeded() (bool, string)
+// warmUpNeeded says whether store's claim index is read at start, and if
+// not, why: a store may know it needs none
+// (sqlitestore.Store.WarmUpNeeded: not with the claims filter a clean stop
+// kept); any other is read.
+func warmUpNeeded(store any) (bool, string) {
+	if c, ok := store.(interface{ WarmUpNeeded() (bool, string) }); ok {
+		return c.WarmUpNeeded()
+	}
+	return true, ""
 }
 
 // warmClaims reads the claim index once at start, beside the traffic: after
