@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -394,7 +395,9 @@ func (e *ValidationError) Error() string {
 	return b.String()
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+// nameRE is compiled on first use, as hostRE is: {0,62} makes a program
+// that every command's start paid for, though only Validate reads it.
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) })
 
 // Validate checks a configuration after ApplyDefaults. It returns every
 // problem, warnings included; serve refuses to start on any non-warning.
@@ -563,7 +566,7 @@ func Errors(ps []Problem) []Problem {
 func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(string, string, ...any)) {
 	s := &c.Sources[i]
 	p := fmt.Sprintf("sources[%d]", i)
-	if !nameRE.MatchString(s.Name) {
+	if !nameRE().MatchString(s.Name) {
 		add(p+".name", "%q: want lower-case letters, digits, - and _ (it is the URL path /hooks/NAME)", s.Name)
 	} else if seen[s.Name] {
 		add(p+".name", "%q is used by another source", s.Name)
@@ -619,7 +622,7 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 	dseen := map[string]bool{}
 	for j, d := range s.Destinations {
 		dp := fmt.Sprintf("%s.destinations[%d]", p, j)
-		if !nameRE.MatchString(d.Name) {
+		if !nameRE().MatchString(d.Name) {
 			add(dp+".name", "%q: want lower-case letters, digits, - and _", d.Name)
 		} else if dseen[d.Name] {
 			add(dp+".name", "%q is used by another destination of this source", d.Name)
