@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,34 @@ func TestFlowKeys(t *testing.T) {
 	}
 	if p := c.Sources[0].Destinations[2].FlowPolicy("s"); !p.Rate.IsZero() || p.Ordered || p.PauseAfter != 0 {
 		t.Fatalf("flow policy without flow keys: %+v", p)
+	}
+}
+
+// TestValidNameAsThePattern checks the hand-written name check against the
+// pattern the documentation gives, ^[a-z0-9][a-z0-9_-]{0,62}$: every string of
+// up to three bytes from an alphabet with each class's edges and neighbours,
+// and lengths around the limit.
+func TestValidNameAsThePattern(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	alphabet := []string{"a", "z", "0", "9", "-", "_", "A", "`", "{", "/", ":", ".", " ", "é"}
+	var names []string
+	var grow func(prefix string, n int)
+	grow = func(prefix string, n int) {
+		names = append(names, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			grow(prefix+c, n-1)
+		}
+	}
+	grow("", 3)
+	for _, n := range []int{62, 63, 64} {
+		names = append(names, strings.Repeat("a", n), "a"+strings.Repeat("-", n-1), strings.Repeat("a", n-1)+"A")
+	}
+	for _, s := range names {
+		if got, want := validName(s), re.MatchString(s); got != want {
+			t.Errorf("validName(%q) = %v, the pattern says %v", s, got, want)
+		}
 	}
 }
