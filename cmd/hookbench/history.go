@@ -83,6 +83,12 @@ func (b *bench) historyOptions(st historyStore) hwOptions {
 	return opts
 }
 
+// historyRounds is the least number of rounds of the history phase: even,
+// so that each store runs first as often, and enough that the median of a
+// store's rounds stands against one disturbed round (single 10 s rounds of
+// the same store spread by a quarter on a shared 2-core machine).
+const historyRounds = 4
+
 // loadOnly serves the store and, once serve has read its claim index (the
 // warm-up after a start, which the restart measurement covers), loads it
 // at 64 connections: each round is a new serve process, and the rounds
@@ -434,7 +440,10 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	// Rounds alternating fresh and history, so that each ratio compares
 	// neighbours in time on a noisy machine; the medians are compared. The
 	// loads measureStore ran before its reads are not among them (the
-	// fresh store's ran before the build).
+	// fresh store's ran before the build). Every other round runs the
+	// history store first: a load leaves its writes to the kernel's
+	// writeback and its process's exit to the machine, and whichever store
+	// always came second paid for the other's.
 	var fl, hl []loadResult
 	type storeRounds struct {
 		name string
@@ -447,8 +456,13 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 		var none []*walStat
 		stores = append(stores, storeRounds{"compacted", comp, &h.Compacted.Rounds, &none})
 	}
-	for r := 1; r <= o.rounds; r++ {
-		for _, x := range stores {
+	rounds := max(o.rounds, historyRounds)
+	for r := 1; r <= rounds; r++ {
+		order := stores
+		if r%2 == 0 {
+			order = append([]storeRounds{stores[1], stores[0]}, stores[2:]...)
+		}
+		for _, x := range order {
 			tag := fmt.Sprintf("history-%s-%s-%d", h.Store, x.name, r)
 			res, w, err := walDuring(ctx, x.st.url, func() (loadResult, error) { return b.loadProfiled(ctx, x.st, tag) })
 			if err != nil {
