@@ -30,7 +30,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/google/btree"
 )
 
@@ -241,7 +240,7 @@ func (s *Store) buildClaimIndex(ctx context.Context) error {
 			return true
 		}
 		if s.opts.Fold {
-			hashes = append(hashes, xxhash.Sum64String(it.key))
+			hashes = append(hashes, keyHash(it.key))
 		}
 		return false
 	}

@@ -125,7 +125,10 @@ func (f *claimFilter) addHash(sum uint64) {
 }
 
 // addKey adds a key spelt as the index spells it.
-func (f *claimFilter) addKey(key string) { f.addHash(xxhash.Sum64String(key)) }
+func (f *claimFilter) addKey(key string) { f.addHash(keyHash(key)) }
+
+// keyHash is the filter's hash of a key spelt as the index spells it.
+func keyHash(key string) uint64 { return xxhash.Sum64String(key) }
 
 // mayHold is false only for a key never added.
 func (f *claimFilter) mayHold(source, id string) bool {
