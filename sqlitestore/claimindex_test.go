@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -242,13 +243,7 @@ func BenchmarkReadClaimsLog(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?)
-			INSERT INTO claims_log (source, event_id, event_ref)
-			SELECT 'github', printf('%08x-%04x-4%03x-a%03x-%012x', (i * 2654435761) % 4294967296, i % 65536, i % 4096, (i * 7) % 4096, i), i FROM c`, n)
-		return err
-	})
-	if err != nil {
+	if err := fillLog(ctx, s, n); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
@@ -261,4 +256,90 @@ func BenchmarkReadClaimsLog(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/claim")
+}
+
+// fillLog appends n claims of source github to the log, row i with
+// event_ref i and an id like a UUID's, in no order; logID is row i's id.
+func fillLog(ctx context.Context, s *Store, n int) error {
+	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?)
+			INSERT INTO claims_log (source, event_id, event_ref)
+			SELECT 'github', printf('%08x-%04x-4%03x-a%03x-%012x', (i * 2654435761) % 4294967296, i % 65536, i % 4096, (i * 7) % 4096, i), i FROM c`, n)
+		return err
+	})
+}
+
+func logID(i int) string {
+	return fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", (i*2654435761)%4294967296, i%65536, i%4096, (i*7)%4096, i)
+}
+
+// TestReadLogRows: the log read into the trees by two goroutines holds
+// every row it did not skip, a key claimed again keeps its later row (the
+// rows cross several batches, the last one partial), and a read stopped
+// by its context returns the error once the inserts have stopped.
+func TestReadLogRows(t *testing.T) {
+	const n = 3*4096 + 100
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "hw.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := fillLog(ctx, s, n); err != nil {
+		t.Fatal(err)
+	}
+	// Row 7's key claimed again in the last batch, and row n's, which is
+	// in that batch too.
+	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO claims_log (source, event_id, event_ref) VALUES ('github', ?, ?), ('github', ?, ?)`,
+			logID(7), n+1, logID(n), n+2)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	x := &claimIndex{filling: newClaimTree()}
+	if err := x.readLogRows(ctx, s.DB(), 0, n+2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if x.filling.Len() != n {
+		t.Errorf("%d keys in the index, want %d", x.filling.Len(), n)
+	}
+	for _, i := range []int{1, 4096, 4097, n - 1} {
+		if refs := x.candidates(nil, "github", logID(i), false); len(refs) != 1 || refs[0] != int64(i) {
+			t.Errorf("row %d: the index gives %v, want [%d]", i, refs, i)
+		}
+	}
+	for i, later := range map[int]int64{7: n + 1, n: n + 2} {
+		if refs := x.candidates(nil, "github", logID(i), false); len(refs) != 1 || refs[0] != later {
+			t.Errorf("row %d's key claimed again: the index gives %v, want its later row [%d]", i, refs, later)
+		}
+	}
+
+	// Every other row skipped; only rows after 4096.
+	x = &claimIndex{filling: newClaimTree()}
+	if err := x.readLogRows(ctx, s.DB(), 4096, n, func(seq int64, _ claimItem) bool { return seq%2 == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	if want := (n - 4096) / 2; x.filling.Len() != want {
+		t.Errorf("%d keys after skipping even rows past 4096, want %d", x.filling.Len(), want)
+	}
+
+	// Cancelled half-way: the error comes back, and what was read is in.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	x = &claimIndex{filling: newClaimTree()}
+	err = x.readLogRows(cctx, s.DB(), 0, n, func(seq int64, _ claimItem) bool {
+		if seq == 6000 {
+			cancel()
+		}
+		return false
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("read cancelled at row 6000: %v, want context.Canceled", err)
+	}
+	if got := x.filling.Len(); got < 4096 || got >= n {
+		t.Errorf("%d keys in the index after the cancel at row 6000", got)
+	}
 }
