@@ -233,9 +233,9 @@ func TestFlowKeys(t *testing.T) {
 }
 
 // TestValidNameAsThePattern checks the hand-written name check against the
-// pattern the documentation gives, ^[a-z0-9][a-z0-9_-]{0,62}$: every string of
-// up to three bytes from an alphabet with each class's edges and neighbours,
-// and lengths around the limit.
+// pattern it replaced, ^[a-z0-9][a-z0-9_-]{0,62}$ (reference.md's Names):
+// every string of up to three bytes from an alphabet with each class's
+// edges and neighbours, and lengths around the limit.
 func TestValidNameAsThePattern(t *testing.T) {
 	re := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	alphabet := []string{"a", "z", "0", "9", "-", "_", "A", "`", "{", "/", ":", ".", " ", "é"}
