@@ -238,14 +238,7 @@ func BenchmarkClaimIndex(b *testing.B) {
 func BenchmarkReadClaimsLog(b *testing.B) {
 	const n = 1 << 18
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(b.TempDir(), "hw.db"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := fillLog(ctx, s, n); err != nil {
-		b.Fatal(err)
-	}
+	s := storeWithLog(b, n)
 	for b.Loop() {
 		x := &claimIndex{filling: newClaimTree()}
 		if err := x.readLogRows(ctx, s.DB(), 0, n, nil); err != nil {
@@ -258,15 +251,27 @@ func BenchmarkReadClaimsLog(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/claim")
 }
 
-// fillLog appends n claims of source github to the log, row i with
-// event_ref i and an id like a UUID's, in no order; logID is row i's id.
-func fillLog(ctx context.Context, s *Store, n int) error {
-	return s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+// storeWithLog opens a new store whose log holds n claims of source
+// github, row i with event_ref i and an id like a UUID's, in no order;
+// logID is row i's id.
+func storeWithLog(tb testing.TB, n int) *Store {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(tb.TempDir(), "hw.db"), Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?)
 			INSERT INTO claims_log (source, event_id, event_ref)
 			SELECT 'github', printf('%08x-%04x-4%03x-a%03x-%012x', (i * 2654435761) % 4294967296, i % 65536, i % 4096, (i * 7) % 4096, i), i FROM c`, n)
 		return err
 	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }
 
 func logID(i int) string {
@@ -280,17 +285,10 @@ func logID(i int) string {
 func TestReadLogRows(t *testing.T) {
 	const n = 3*4096 + 100
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "hw.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := fillLog(ctx, s, n); err != nil {
-		t.Fatal(err)
-	}
+	s := storeWithLog(t, n)
 	// Row 7's key claimed again in the last batch, and row n's, which is
 	// in that batch too.
-	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO claims_log (source, event_id, event_ref) VALUES ('github', ?, ?), ('github', ?, ?)`,
 			logID(7), n+1, logID(n), n+2)
 		return err
