@@ -64,7 +64,7 @@ BENCH_OUT   ?= bin/bench.json
 BENCH_FLAGS ?=
 BENCH_ARGS   = -hookwarden $(BIN) -out $(BENCH_OUT) $(if $(PROFILE),-profile $(PROFILE)) \
 	$(if $(HISTORY),-history-claims $(HISTORY)) $(if $(HISTORY_PAYLOADS),-history-payloads $(HISTORY_PAYLOADS)) $(BENCH_FLAGS)
-bench: build ## full benchmark (about 42 min): 10 s cells, 60 s end-to-end and sustained, body sizes, history at 10 M claims; Go benchmarks
+bench: build ## full benchmark (about 50 min): 10 s cells, 60 s end-to-end and sustained, body sizes, history at 10 M claims; Go benchmarks
 	$(GO) build -o bin/hookbench ./cmd/hookbench
 	./bin/hookbench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
