@@ -123,6 +123,12 @@ func (x *claimIndex) candidates(dst []int64, source, id string, pending bool) []
 	return dst
 }
 
+// ClaimsInMemory is the number of claims this process holds in memory: the
+// newest claims (claims_log), read at Open in serve and kept as they come.
+// Their memory grows with it (about 83 bytes a claim with ids as long as
+// UUIDs), and so does the next start's read.
+func (s *Store) ClaimsInMemory() int { return s.claims.size() }
+
 // size is the number of claims the index holds.
 func (x *claimIndex) size() int {
 	x.mu.RLock()

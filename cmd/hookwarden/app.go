@@ -85,6 +85,11 @@ func (a *App) Open(ctx context.Context) (err error) {
 			}
 		}
 	}
+	if count, ok := claimsInMemory(a.Store); ok {
+		a.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookwarden_claims_in_memory",
+			Help: "Claims serve holds in memory (SQLite: the newest claims, about 83 bytes each), read again at each start."},
+			func() float64 { return float64(count()) }))
+	}
 	a.Metrics.RegisterOutbox(a.Store, dests)
 	var srcNames []string
 	for _, s := range a.cfg.Sources {

@@ -108,6 +108,10 @@ func TestMetricsAfterRealTraffic(t *testing.T) {
 	if got := a.metric("hookwarden_last_accepted_timestamp_seconds", "source", "std"); got <= lastSeen {
 		t.Errorf("last_accepted did not move: %v after %v", got, lastSeen)
 	}
+	// Each accepted id is a new claim in serve's memory; duplicates add none.
+	if got := a.metric("hookwarden_claims_in_memory"); got != float64(types) {
+		t.Errorf("claims_in_memory = %v after %d ids, each sent twice; want %d", got, types, types)
+	}
 	// Refusals, each with its outcome.
 	url := a.hookURL()
 	do(t, signed(t, url, "msg_bad", []byte(`{}`), time.Now(), "whsec_d3JvbmctY29tcGxldGVseS13cm9uZw=="))

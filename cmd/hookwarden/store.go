@@ -184,6 +184,15 @@ func liveInstances(s hookwarden.Store) (count func(ctx context.Context, stale ti
 	return nil, false
 }
 
+// claimsInMemory is the SQLite store's count of the claims serve holds in
+// memory; PostgreSQL holds none.
+func claimsInMemory(s hookwarden.Store) (count func() int, ok bool) {
+	if q, isSQLite := s.(*sqlitestore.Store); isSQLite {
+		return q.ClaimsInMemory, true
+	}
+	return nil, false
+}
+
 // exportStore writes the rows of src (since since, when set) into a new
 // SQLite file at dest, in this build's schema, marked as an export. dest
 // must not exist; it appears complete or not at all.
