@@ -154,6 +154,32 @@ func (c *child) ready() {
 	}
 }
 
+// appendConfig adds yaml at the end of the configuration file at path.
+func appendConfig(t *testing.T, path, yaml string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(yaml); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// notices is a serve log's WARN and ERROR lines.
+func notices(log string) string {
+	var b strings.Builder
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -183,6 +209,12 @@ func TestServeInstancesOnPostgres(t *testing.T) {
 	var cs [3]*child
 	for i := range cs {
 		cs[i] = newChildOn(t, pgURLDB(url), dest, "info")
+		// The claim across instances is what this test is about, not the
+		// commit's time: in CI's -race run of every package at once 4 of
+		// the 64 copies got 503 once, most likely a commit past the
+		// default 2 s (answered 503, as it should be). Should it happen
+		// again, the failure prints the two logs' warnings and errors.
+		appendConfig(t, cs[i].cfg, "limits: { commit_timeout: 15s }\n")
 	}
 	for i, c := range cs {
 		c.startLogged(&logs[i])
@@ -229,7 +261,8 @@ func TestServeInstancesOnPostgres(t *testing.T) {
 	close(start)
 	wg.Wait()
 	if accepted.Load() != 1 || duplicate.Load() != 63 {
-		t.Fatalf("64 copies over 2 instances: %d accepted, %d duplicates; want 1 and 63", accepted.Load(), duplicate.Load())
+		t.Fatalf("64 copies over 2 instances: %d accepted, %d duplicates; want 1 and 63\nwarnings and errors of the two:\n%s%s",
+			accepted.Load(), duplicate.Load(), notices(logs[0].String()), notices(logs[1].String()))
 	}
 	if got := do(t, signed(t, "http://"+cs[2].hook+"/hooks/std", "msg_other", body, at, testSecret)); got.Status != "accepted" {
 		t.Fatalf("a new event on the third instance: %+v", got)
