@@ -336,6 +336,16 @@ func TestFilterKeptAcrossACleanStop(t *testing.T) {
 
 	s = open(true)
 	defer s.Close()
+	// In memory: the log's rows but those of the generation being folded
+	// that are in claims already (keys up to the fold's cursor).
+	var logRows int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM claims_log l, claim_fold f
+		WHERE l.seq > f.gen_max OR (l.source, l.event_id) > (f.source, f.event_id)`).Scan(&logRows); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ClaimsInMemory(); got != logRows || got == 0 {
+		t.Errorf("after the restart %d claims in memory, want the log's %d not yet folded", got, logRows)
+	}
 	if cur, next := filterNow(t, s); cur == nil || next != nil {
 		t.Fatalf("after a clean stop, serve starts with filter %v and build %v; want the kept one and no build", cur != nil, next != nil)
 	}
