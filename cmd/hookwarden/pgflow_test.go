@@ -69,7 +69,7 @@ func TestConcurrencyAcrossThreeInstances(t *testing.T) {
 	sink, dest := newInflightSink(t, 30*time.Millisecond)
 	var cs [3]*child
 	for i := range cs {
-		cs[i] = newChildLimited(t, pgURLDB(url), dest, "warn", 2)
+		cs[i] = newChildLimited(t, pgURLDB(url), dest, "warn", 2, "")
 		cs[i].start()
 	}
 	defer func() {

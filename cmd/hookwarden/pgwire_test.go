@@ -34,11 +34,12 @@ import (
 // the log level given.
 func newChildOn(t *testing.T, db, destURL, level string) *child {
 	t.Helper()
-	return newChildLimited(t, db, destURL, level, 8)
+	return newChildLimited(t, db, destURL, level, 8, "")
 }
 
-// newChildLimited is newChildOn with std/app's concurrency given.
-func newChildLimited(t *testing.T, db, destURL, level string, concurrency int) *child {
+// newChildLimited is newChildOn with std/app's concurrency given and extra
+// at the end of the configuration.
+func newChildLimited(t *testing.T, db, destURL, level string, concurrency int, extra string) *child {
 	t.Helper()
 	dir := t.TempDir()
 	c := &child{t: t, cfg: filepath.Join(dir, "config.yaml"), hook: freeAddr(t), adm: freeAddr(t)}
@@ -57,7 +58,7 @@ sources:
         timeout: 30s
         concurrency: %d
         backoff: { initial: 20ms, max: 200ms }
-`, c.hook, c.adm, db, level, testSecret, destURL, concurrency)
+`, c.hook, c.adm, db, level, testSecret, destURL, concurrency) + extra
 	if err := os.WriteFile(c.cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -154,21 +155,6 @@ func (c *child) ready() {
 	}
 }
 
-// appendConfig adds yaml at the end of the configuration file at path.
-func appendConfig(t *testing.T, path, yaml string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(yaml); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // notices is a serve log's WARN and ERROR lines.
 func notices(log string) string {
 	var b strings.Builder
@@ -208,13 +194,12 @@ func TestServeInstancesOnPostgres(t *testing.T) {
 	var logs [3]lockedBuffer
 	var cs [3]*child
 	for i := range cs {
-		cs[i] = newChildOn(t, pgURLDB(url), dest, "info")
 		// The claim across instances is what this test is about, not the
 		// commit's time: in CI's -race run of every package at once 4 of
 		// the 64 copies got 503 once, most likely a commit past the
 		// default 2 s (answered 503, as it should be). Should it happen
 		// again, the failure prints the two logs' warnings and errors.
-		appendConfig(t, cs[i].cfg, "limits: { commit_timeout: 15s }\n")
+		cs[i] = newChildLimited(t, pgURLDB(url), dest, "info", 8, "limits: { commit_timeout: 15s }\n")
 	}
 	for i, c := range cs {
 		c.startLogged(&logs[i])
