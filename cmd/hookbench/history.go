@@ -48,6 +48,12 @@ type historyReport struct {
 	HistoryP99  float64 `json:"history_p99_ms"`
 	AcksRatio   float64 `json:"acks_ratio"` // history / fresh
 	P99Ratio    float64 `json:"p99_ratio"`
+	// CPURatio is the medians' ratio of serve's CPU per acknowledgement,
+	// history / fresh: the work the history adds to each one, which the
+	// machine's other tenants disturb less than the rate.
+	FreshCPU   float64 `json:"fresh_cpu_us_per_ack,omitempty"`
+	HistoryCPU float64 `json:"history_cpu_us_per_ack,omitempty"`
+	CPURatio   float64 `json:"cpu_ratio,omitempty"`
 	// AfterCheckpoint is the history store's first load after the build
 	// and its CHECKPOINT, and on PostgreSQL the loads that followed until
 	// its claims stopped writing whole pages to the WAL.
@@ -113,8 +119,13 @@ func (b *bench) loadProfiled(ctx context.Context, st historyStore, tag string) (
 		s.stop()
 		return loadResult{}, err
 	}
+	var cpuAtWindow float64
 	res := runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: 64, Warmup: o.warmup, Duration: o.duration,
-		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.spreadGen(o.body)})
+		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.spreadGen(o.body),
+		OnMeasure: func() { cpuAtWindow = s.cpuSeconds() }})
+	if res.Acks > 0 {
+		res.ServerCPUPerAck = round3((s.cpuSeconds() - cpuAtWindow) / float64(res.Acks) * 1e6)
+	}
 	b.sink.releaseAll()
 	err = s.stop()
 	b.sink.rehold()
@@ -489,8 +500,13 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 		h.AcksRatio = round3(h.HistoryAcks / h.FreshAcks)
 		h.P99Ratio = round3(h.HistoryP99 / h.FreshP99)
 	}
-	b.printf("  => history/fresh (medians of %d rounds): acks %.0f/%.0f = %.2f, p99 %.1f/%.1f ms = %.2f\n",
-		len(fl), h.HistoryAcks, h.FreshAcks, h.AcksRatio, h.HistoryP99, h.FreshP99, h.P99Ratio)
+	h.FreshCPU, h.HistoryCPU = medianOf(fl, func(l loadResult) float64 { return l.ServerCPUPerAck }),
+		medianOf(hl, func(l loadResult) float64 { return l.ServerCPUPerAck })
+	if h.FreshCPU > 0 {
+		h.CPURatio = round3(h.HistoryCPU / h.FreshCPU)
+	}
+	b.printf("  => history/fresh (medians of %d rounds): acks %.0f/%.0f = %.2f, p99 %.1f/%.1f ms = %.2f, serve CPU %.0f/%.0f µs an ack = %.2f\n",
+		len(fl), h.HistoryAcks, h.FreshAcks, h.AcksRatio, h.HistoryP99, h.FreshP99, h.P99Ratio, h.HistoryCPU, h.FreshCPU, h.CPURatio)
 	if c := h.Compacted; c != nil {
 		c.Acks = medianOf(c.Rounds, func(l loadResult) float64 { return l.AcksPerSec })
 		c.P99 = medianOf(c.Rounds, func(l loadResult) float64 { return l.P99 })

@@ -70,6 +70,11 @@ type loadResult struct {
 	Max         float64 `json:"max_ms"`
 	// ClientCPU is the harness's own CPU seconds during the phase.
 	ClientCPU float64 `json:"client_cpu_s"`
+	// ServerCPUPerAck is the server's CPU (user and system) per
+	// acknowledgement in the measured window, in µs, where the caller
+	// measured it: less disturbed than acks/s by other tenants' bursts
+	// and the disk's latency.
+	ServerCPUPerAck float64 `json:"server_cpu_us_per_ack,omitempty"`
 
 	firstSend   time.Time
 	acceptedIDs []uint64
@@ -478,6 +483,10 @@ func runLoad(spec loadSpec) loadResult {
 }
 
 func (r loadResult) String() string {
-	return fmt.Sprintf("%7.0f acks/s  p50 %6.2f  p95 %6.2f  p99 %6.2f  max %7.2f ms  (%d acks, %d dup, %d 503, %d other, %d net errors)",
+	s := fmt.Sprintf("%7.0f acks/s  p50 %6.2f  p95 %6.2f  p99 %6.2f  max %7.2f ms  (%d acks, %d dup, %d 503, %d other, %d net errors)",
 		r.AcksPerSec, r.P50, r.P95, r.P99, r.Max, r.Acks, r.Duplicates, r.Unavailable, r.Other, r.NetErrors)
+	if r.ServerCPUPerAck > 0 {
+		s += fmt.Sprintf("  serve %.0f µs CPU/ack", r.ServerCPUPerAck)
+	}
+	return s
 }

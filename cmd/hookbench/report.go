@@ -16,7 +16,6 @@ type cell struct {
 	Round     int    `json:"round"`
 	BodyBytes int    `json:"body_bytes"`
 	loadResult
-	ServerCPUPerAck float64 `json:"server_cpu_us_per_ack"`
 	ClientCPUPerAck float64 `json:"client_cpu_us_per_ack"`
 	PeakRSSMiB      float64 `json:"peak_rss_mib"`
 	AvgBatch        float64 `json:"avg_commit_batch,omitempty"`
