@@ -228,6 +228,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.wdb.Close()
 		return nil, err
 	}
+	// A statement that writes several rows in a transaction of several
+	// statements (the writer's multi-row inserts and their triggers) first
+	// copies each page it changes to a statement journal, so that it can
+	// undo itself alone. Past 64 KiB SQLite spills that journal to a temp
+	// file, a write(2) a page: 7 % of a recording benchmark's CPU, more on
+	// a deep file (docs/performance.md). In memory it is a copy, as large
+	// as the pages one statement changes. Set after the migrations, whose
+	// CREATE INDEX sorts whole tables in the same temp store, on disk; the
+	// pool's one connection keeps it (a replaced connection would journal
+	// to disk again: slower, not wrong).
+	if _, err := s.wdb.ExecContext(ctx, "PRAGMA temp_store = MEMORY"); err != nil {
+		s.wdb.Close()
+		return nil, fmt.Errorf("open database %s: %w", s.path, err)
+	}
 	if err := s.stmts.prepare(ctx, s.wdb); err != nil {
 		s.wdb.Close()
 		return nil, err

@@ -98,6 +98,33 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 	}
 }
 
+// TestWriterJournalsStatementsInMemory: the writer's statement journals
+// stay in memory (temp_store MEMORY) once the store is open, on a file
+// created now and on one migrated from an older schema; the readers keep
+// SQLite's default.
+func TestWriterJournalsStatementsInMemory(t *testing.T) {
+	ctx := context.Background()
+	old := filepath.Join(t.TempDir(), "old.db")
+	openAtVersion(t, old, 12).Close()
+	for name, path := range map[string]string{"new": filepath.Join(t.TempDir(), "new.db"), "migrated": old} {
+		s, err := Open(ctx, path, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var w, r int
+		if err := s.wdb.QueryRowContext(ctx, "PRAGMA temp_store").Scan(&w); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.rdb.QueryRowContext(ctx, "PRAGMA temp_store").Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		if w != 2 || r != 0 {
+			t.Errorf("%s: temp_store writer %d, readers %d; want 2 (MEMORY), 0 (default)", name, w, r)
+		}
+		s.Close()
+	}
+}
+
 func TestRecordAcceptDuplicateDivergent(t *testing.T) {
 	s := MustOpen(t, Options{})
 	ctx := context.Background()
