@@ -49,8 +49,8 @@ type historyReport struct {
 	AcksRatio   float64 `json:"acks_ratio"` // history / fresh
 	P99Ratio    float64 `json:"p99_ratio"`
 	// CPURatio is the medians' ratio of serve's CPU per acknowledgement,
-	// history / fresh: the work the history adds to each one, which the
-	// machine's other tenants disturb less than the rate.
+	// history / fresh: the work the history adds to each one, where
+	// acks/s also moves with the disk's waits.
 	FreshCPU   float64 `json:"fresh_cpu_us_per_ack,omitempty"`
 	HistoryCPU float64 `json:"history_cpu_us_per_ack,omitempty"`
 	CPURatio   float64 `json:"cpu_ratio,omitempty"`

@@ -72,8 +72,10 @@ type loadResult struct {
 	ClientCPU float64 `json:"client_cpu_s"`
 	// ServerCPUPerAck is the server's CPU (user and system) per
 	// acknowledgement in the measured window, in µs, where the caller
-	// measured it: less disturbed than acks/s by other tenants' bursts
-	// and the disk's latency.
+	// measured it: the work behind each one, apart from the disk's waits.
+	// Not free of the machine's noise: a guest's CPU time grows when the
+	// host shares its cores (a fresh store's rounds spread 124-196 µs in
+	// one run).
 	ServerCPUPerAck float64 `json:"server_cpu_us_per_ack,omitempty"`
 
 	firstSend   time.Time
