@@ -50,7 +50,8 @@ type historyReport struct {
 	P99Ratio    float64 `json:"p99_ratio"`
 	// CPURatio is the medians' ratio of serve's CPU per acknowledgement,
 	// history / fresh: the work the history adds to each one, where
-	// acks/s also moves with the disk's waits.
+	// acks/s also moves with the disk's waits. On PostgreSQL it is serve's
+	// alone: the database server's CPU is not in it.
 	FreshCPU   float64 `json:"fresh_cpu_us_per_ack,omitempty"`
 	HistoryCPU float64 `json:"history_cpu_us_per_ack,omitempty"`
 	CPURatio   float64 `json:"cpu_ratio,omitempty"`
