@@ -263,9 +263,7 @@ func storeWithLog(tb testing.TB, n int) *Store {
 	}
 	tb.Cleanup(func() { s.Close() })
 	err = s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?)
-			INSERT INTO claims_log (source, event_id, event_ref)
-			SELECT 'github', printf('%08x-%04x-4%03x-a%03x-%012x', (i * 2654435761) % 4294967296, i % 65536, i % 4096, (i * 7) % 4096, i), i FROM c`, n)
+		_, err := tx.ExecContext(ctx, `INSERT INTO claims_log (source, event_id, event_ref) `+logRowsSQL, 1, n)
 		return err
 	})
 	if err != nil {
@@ -273,6 +271,11 @@ func storeWithLog(tb testing.TB, n int) *Store {
 	}
 	return s
 }
+
+// logRowsSQL selects (source, event_id, event_ref) for rows ?1..?2: source
+// github, logID's ids, event_ref i.
+const logRowsSQL = `WITH RECURSIVE c(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM c WHERE i < ?2)
+	SELECT 'github', printf('%08x-%04x-4%03x-a%03x-%012x', (i * 2654435761) % 4294967296, i % 65536, i % 4096, (i * 7) % 4096, i), i FROM c`
 
 func logID(i int) string {
 	return fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", (i*2654435761)%4294967296, i%65536, i%4096, (i*7)%4096, i)

@@ -124,9 +124,7 @@ func (b *bench) loadProfiled(ctx context.Context, st historyStore, tag string) (
 	res := runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: 64, Warmup: o.warmup, Duration: o.duration,
 		MaxRequests: o.maxRequests, DupShare: o.dup, Gen: b.spreadGen(o.body),
 		OnMeasure: func() { cpuAtWindow = s.cpuSeconds() }})
-	if res.Acks > 0 {
-		res.ServerCPUPerAck = round3((s.cpuSeconds() - cpuAtWindow) / float64(res.Acks) * 1e6)
-	}
+	res.ServerCPUPerAck = round3(s.cpuPerAck(cpuAtWindow, res.Acks))
 	b.sink.releaseAll()
 	err = s.stop()
 	b.sink.rehold()

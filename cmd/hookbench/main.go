@@ -390,7 +390,7 @@ func (b *bench) measure(c cell, conns int, cr cellRun) (_ cell, err error) {
 		}})
 	c.loadResult = res
 	if res.Acks > 0 {
-		c.ServerCPUPerAck = (s.cpuSeconds() - cpuAtWindow) / float64(res.Acks) * 1e6
+		c.ServerCPUPerAck = s.cpuPerAck(cpuAtWindow, res.Acks)
 		c.ClientCPUPerAck = res.ClientCPU / float64(res.Acks) * 1e6
 	}
 	c.PeakRSSMiB = s.peakRSSMiB()

@@ -368,6 +368,15 @@ func (s *server) cpuSeconds() float64 {
 	return st.CPUTime()
 }
 
+// cpuPerAck is the server's CPU in µs per acknowledgement since its CPU
+// time was since (cpuSeconds), for acks acknowledgements; 0 without any.
+func (s *server) cpuPerAck(since float64, acks int64) float64 {
+	if acks <= 0 {
+		return 0
+	}
+	return (s.cpuSeconds() - since) / float64(acks) * 1e6
+}
+
 // selfCPU is the harness's own user+system CPU time so far.
 func selfCPU() float64 {
 	var ru syscall.Rusage
