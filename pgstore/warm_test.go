@@ -82,3 +82,35 @@ func (n planNode) reads(nodeType, index string) bool {
 	}
 	return false
 }
+
+// TestWarmUpOnlyOnceAServerStart: the first serve to start after the
+// database server reads the claim index; a later one (a deploy, another
+// instance) does not, until the server restarts and its buffers are empty
+// again.
+func TestWarmUpOnlyOnceAServerStart(t *testing.T) {
+	t.Parallel()
+	c := pgtest.Start(t)
+	url := c.NewDatabase(t)
+	ctx := context.Background()
+	started := func() *Store {
+		t.Helper()
+		s := open(t, url, Options{})
+		if _, err := s.StartRun(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if need, why := started().WarmUpNeeded(); !need {
+		t.Fatalf("the first run since the server started skips the warm-up: %s", why)
+	}
+	second := started()
+	if need, _ := second.WarmUpNeeded(); need {
+		t.Fatal("a second run since the server started reads the claim index again")
+	}
+	if err := c.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if need, why := started().WarmUpNeeded(); !need {
+		t.Fatalf("the first run after the server restarted skips the warm-up: %s", why)
+	}
+}

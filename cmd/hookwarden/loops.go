@@ -13,6 +13,8 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/sdnotify"
+	"github.com/hookwarden/hookwarden/pgstore"
+	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // heartbeatEvery is how often a running serve records that it is alive; an
@@ -58,12 +60,23 @@ type claimWarmer interface {
 	WarmClaims(ctx context.Context) (int64, error)
 }
 
+// warmUpDecider is a store that may know its claim index needs no read at
+// start: sqlitestore.Store (not with the claims filter a clean stop kept)
+// and pgstore.Store (not once another serve started since the database
+// server did).
+type warmUpDecider interface {
+	WarmUpNeeded() (bool, string)
+}
+
+var (
+	_ warmUpDecider = (*sqlitestore.Store)(nil)
+	_ warmUpDecider = (*pgstore.Store)(nil)
+)
+
 // warmUpNeeded says whether store's claim index is read at start, and if
-// not, why: a store may know it needs none
-// (sqlitestore.Store.WarmUpNeeded: not with the claims filter a clean stop
-// kept); any other is read.
+// not, why; a store that cannot tell is read.
 func warmUpNeeded(store any) (bool, string) {
-	if c, ok := store.(interface{ WarmUpNeeded() (bool, string) }); ok {
+	if c, ok := store.(warmUpDecider); ok {
 		return c.WarmUpNeeded()
 	}
 	return true, ""
