@@ -196,8 +196,15 @@ func TestNoMigrate(t *testing.T) {
 	if v, err := Check(ctx, url, 5*time.Second); err != nil || v != 0 {
 		t.Fatalf("after the refused open: version %d %v, want 0 (nothing created)", v, err)
 	}
-	open(t, url, Options{})
+	s := open(t, url, Options{})
 	open(t, url, Options{NoMigrate: true})
+	// A schema one version behind (a migration not applied yet) is refused too.
+	if _, err := s.Pool().Exec(ctx, `UPDATE schema_version SET version = version - 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, url, Options{NoMigrate: true}); !errors.Is(err, ErrOlderSchema) {
+		t.Fatalf("open of a schema one version behind without migrating: %v, want ErrOlderSchema", err)
+	}
 }
 
 // TestOnCommit: every COMMIT is reported with its outcome.

@@ -85,9 +85,11 @@ func TestNewerSchemaRefused(t *testing.T) {
 	if _, err := s.Pool().Exec(context.Background(), `UPDATE schema_version SET version = 99`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(context.Background(), url, Options{})
-	if !errors.Is(err, ErrNewerSchema) || !strings.Contains(err.Error(), "99") {
-		t.Fatalf("open of a newer schema: %v, want ErrNewerSchema naming version 99", err)
+	for _, opts := range []Options{{}, {NoMigrate: true}} {
+		_, err := Open(context.Background(), url, opts)
+		if !errors.Is(err, ErrNewerSchema) || !strings.Contains(err.Error(), "99") {
+			t.Fatalf("open (NoMigrate %v) of a newer schema: %v, want ErrNewerSchema naming version 99", opts.NoMigrate, err)
+		}
 	}
 }
 
