@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // dbName is the database name in a pgtest URL.
@@ -198,6 +199,35 @@ func TestNoMigrate(t *testing.T) {
 	}
 	s := open(t, url, Options{})
 	open(t, url, Options{NoMigrate: true})
+	// An operator's open does not wait behind a migration under way (here
+	// its lock, held by another session).
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx) // its session's lock with it
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		ro, err := Open(ctx, url, Options{NoMigrate: true})
+		if err == nil {
+			ro.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("open without migrating while the migration lock is held: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("open without migrating waits behind the migration lock")
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, migrateLock); err != nil {
+		t.Fatal(err)
+	}
 	// A schema one version behind (a migration not applied yet) is refused too.
 	if _, err := s.Pool().Exec(ctx, `UPDATE schema_version SET version = version - 1`); err != nil {
 		t.Fatal(err)
