@@ -413,6 +413,7 @@ func execRaw(t *testing.T, path string, qs ...string) {
 // claim levels, no kept claims filter.
 func schema14(t *testing.T) []string {
 	return []string{
+		`DROP TABLE claims_filter_parts`,                        // schema 19's
 		`DROP TRIGGER request_hour`, `DROP TABLE request_hours`, // schema 18's
 		`DROP TABLE claims_filter`, // schema 17's
 		`DROP VIEW claim_refs`, `DROP TABLE claims`, `DROP TABLE claims_log`, `DROP TABLE claim_levels`, `DROP TABLE claim_fold`,
@@ -475,7 +476,8 @@ func TestMigration18FillsRequestHours(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	execRaw(t, path, `DROP TRIGGER request_hour`, `DROP TABLE request_hours`, `PRAGMA user_version = 17`)
+	execRaw(t, path, `DROP TABLE claims_filter_parts`, `ALTER TABLE claims_filter DROP COLUMN parts`, // schema 19's
+		`DROP TRIGGER request_hour`, `DROP TABLE request_hours`, `PRAGMA user_version = 17`)
 
 	policy := hookwarden.GapOptions{Sources: []hookwarden.SourcePolicy{{Name: "stripe", RetryHorizon: 4 * time.Hour, ExpectWithin: time.Hour}}}
 	silences := func(s *Store) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,7 +264,8 @@ func TestHistoryClaimsStayDuplicates(t *testing.T) {
 	}
 }
 
-// keptFilters counts the rows of claims_filter in the file at path.
+// keptFilters counts the filters the file at path keeps: complete headers
+// (one being kept has parts -1).
 func keptFilters(t *testing.T, path string) int {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
@@ -272,17 +274,29 @@ func keptFilters(t *testing.T, path string) int {
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM claims_filter`).Scan(&n); err != nil {
+	if err := db.QueryRow(`SELECT count(*) FROM claims_filter WHERE parts >= 0`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
+// waitKept waits until the file at path keeps a filter (its header), as
+// serve's idle writer writes it.
+func waitKept(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for keptFilters(t, path) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle writer kept no claims filter in the file within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestFilterKeptAcrossACleanStop: serve's Close keeps the filter and the
-// next serve takes it at Open, installed before the first request with no
+// next serve reads it at Open, installed before the first request with no
 // build; it holds the claims a process that does not fold made while serve
-// was stopped (they are in the log), and while serve runs the file keeps
-// no filter, so a crash leaves none to trust.
+// was stopped (they are in the log), and the row stays while serve runs.
 func TestFilterKeptAcrossACleanStop(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hw.db")
 	ctx := context.Background()
@@ -313,9 +327,6 @@ func TestFilterKeptAcrossACleanStop(t *testing.T) {
 	var folded int
 	if err := s.DB().QueryRow(`SELECT count(*) FROM claims`).Scan(&folded); err != nil || folded == 0 {
 		t.Fatalf("%d claims folded (%v): the test needs some in claims", folded, err)
-	}
-	if n := keptFilters(t, path); n != 0 {
-		t.Fatalf("%d filters kept while serve runs", n)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -352,8 +363,8 @@ func TestFilterKeptAcrossACleanStop(t *testing.T) {
 	if need, why := s.WarmUpNeeded(); need || why == "" {
 		t.Errorf("with the kept filter, WarmUpNeeded = %v %q; want no warm-up, and why", need, why)
 	}
-	if n := keptFilters(t, path); n != 0 {
-		t.Fatalf("serve left the kept filter in the file (%d rows): a crash would leave it behind", n)
+	if n := keptFilters(t, path); n != 1 {
+		t.Fatalf("serve's start took the kept filter out of the file (%d rows): a crash would leave none", n)
 	}
 	WaitFilter(t, s) // every key of both levels, the command's too
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
@@ -373,6 +384,229 @@ func TestFilterKeptAcrossACleanStop(t *testing.T) {
 	record(s, 0, 350, hookwarden.Duplicate)
 	record(s, 350, 400, hookwarden.Accepted)
 	CheckDedupMemory(t, s.DB())
+}
+
+// TestFilterKeptAcrossACrash: serve's idle writer keeps its filter in the
+// file, so a start after a crash reads it instead of building one. A
+// generation's fold deletes it (its first insert into claims: a crash
+// then leaves none, and the next start builds), and once the generation
+// is folded the writer keeps the filter again. After each crash the filter
+// holds every key of both levels, and a copy of every claim is a
+// duplicate.
+func TestFilterKeptAcrossACrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	open := func(idle time.Duration) *Store {
+		t.Helper()
+		s, err := Open(ctx, path, Options{Fold: true, FoldMin: 64, FoldChunk: 16, FoldIdle: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	crash := func(s *Store) {
+		t.Helper()
+		s.testCrash = true
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed := 0
+	record := func(s *Store, n int) {
+		t.Helper()
+		for i := claimed; i < claimed+n; i++ {
+			res, err := s.Record(ctx, receipt("github", uuidLike(i), `{}`, "gh/app"))
+			if err != nil || res.Outcome != hookwarden.Accepted {
+				t.Fatalf("record %d: %v, %v", i, res.Outcome, err)
+			}
+		}
+		claimed += n
+	}
+	holdsAll := func(s *Store) {
+		t.Helper()
+		WaitFilter(t, s)
+		for i := range claimed {
+			res, err := s.Record(ctx, receipt("github", uuidLike(i), `{}`, "gh/app"))
+			if err != nil || res.Outcome != hookwarden.Duplicate {
+				t.Fatalf("copy of claim %d: %v, %v; want a duplicate", i, res.Outcome, err)
+			}
+		}
+		CheckDedupMemory(t, s.DB())
+	}
+	loaded := func(s *Store, want bool) {
+		t.Helper()
+		if s.filterKept != want {
+			t.Fatalf("after the crash, kept filter read at start: %v, want %v", s.filterKept, want)
+		}
+		if need, _ := s.WarmUpNeeded(); need == want {
+			t.Fatalf("after the crash, WarmUpNeeded = %v with the kept filter read: %v", need, want)
+		}
+		if cur, next := filterNow(t, s); want && (cur == nil || next != nil) {
+			t.Fatalf("after the crash, with the kept filter read: installed %v, build %v", cur != nil, next != nil)
+		}
+	}
+
+	s := open(0)
+	record(s, 40)
+	WaitFilter(t, s)
+	waitKept(t, path) // the first filter, kept while the writer is idle
+	crash(s)
+
+	// Quiet never lasts an hour: the fold takes steps beside the commits
+	// only, once the log holds twice its limit, and the filter is not kept
+	// again.
+	s = open(time.Hour)
+	loaded(s, true)
+	record(s, 100) // past 128: a generation is cut and some of it folded
+	var folded int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM claims`).Scan(&folded); err != nil || folded == 0 {
+		t.Fatalf("%d claims folded (%v): the test needs a fold under way", folded, err)
+	}
+	if n := keptFilters(t, path); n != 0 {
+		t.Fatalf("the fold's insert into claims left the kept filter (%d rows)", n)
+	}
+	crash(s)
+
+	s = open(0)
+	loaded(s, false) // nothing to trust: built
+	holdsAll(s)
+	waitKept(t, path) // once the generation is folded
+	var genMax int64
+	if err := s.DB().QueryRow(`SELECT gen_max FROM claim_fold`).Scan(&genMax); err != nil || genMax != 0 {
+		t.Fatalf("filter kept with generation %d still being folded (%v)", genMax, err)
+	}
+	record(s, 30) // in the log, after the filter was kept
+	crash(s)
+
+	s = open(0)
+	defer s.Close()
+	loaded(s, true)
+	holdsAll(s)
+}
+
+// TestFilterKeptAnewAfterAFoldDuringIt: a generation folded while the
+// writer was keeping the filter part by part makes it start again from the
+// first part, as the parts written before may lack the keys the fold
+// moved; what a crash leaves then holds every claim.
+func TestFilterKeptAnewAfterAFoldDuringIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	// 160 parts of 256 blocks.
+	opts := Options{Fold: true, FoldMin: 64, FoldChunk: 16, partBlocks: 256}
+	s, err := Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitFilter(t, s)
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var parts int
+		err := db.QueryRow(`SELECT count(*) FROM claims_filter_parts WHERE (SELECT parts FROM claims_filter) = -1`).Scan(&parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parts >= 40 {
+			break // a quarter written
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer did not keep 40 parts of the filter within 10 s (%d)", parts)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	const n = 400
+	for i := range n {
+		res, err := s.Record(ctx, receipt("github", uuidLike(i), `{}`, "gh/app"))
+		if err != nil || res.Outcome != hookwarden.Accepted {
+			t.Fatalf("record %d: %v, %v", i, res.Outcome, err)
+		}
+	}
+	waitKept(t, path)
+	var folded int
+	if err := db.QueryRow(`SELECT count(*) FROM claims`).Scan(&folded); err != nil || folded == 0 {
+		t.Fatalf("%d claims folded (%v): the test needs a fold", folded, err)
+	}
+	s.testCrash = true
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.filterKept {
+		t.Fatal("no kept filter read after the crash")
+	}
+	for i := range n {
+		res, err := s.Record(ctx, receipt("github", uuidLike(i), `{}`, "gh/app"))
+		if err != nil || res.Outcome != hookwarden.Duplicate {
+			t.Fatalf("copy of claim %d after the crash: %v, %v; want a duplicate", i, res.Outcome, err)
+		}
+	}
+}
+
+// TestFilterKeptInlineStillRead: a filter kept as schemas 17 and 18 wrote
+// it (its bits in the header row) is read after the step to schema 19.
+func TestFilterKeptInlineStillRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hw.db")
+	ctx := context.Background()
+	s, err := Open(ctx, path, Options{Fold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitFilter(t, s)
+	res, err := s.Record(ctx, receipt("github", "first", `{}`, "gh/app"))
+	if err != nil || res.Outcome != hookwarden.Accepted {
+		t.Fatal(res.Outcome, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(`SELECT bits FROM claims_filter_parts ORDER BY part`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, b...)
+	}
+	rows.Close()
+	for _, q := range []string{`UPDATE claims_filter SET bits = ?`, `DROP TABLE claims_filter_parts`,
+		`ALTER TABLE claims_filter DROP COLUMN parts`, `PRAGMA user_version = 18`} {
+		var args []any
+		if strings.Contains(q, "?") {
+			args = append(args, raw)
+		}
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s, err = Open(ctx, path, Options{Fold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if cur, next := filterNow(t, s); cur == nil || next != nil {
+		t.Fatalf("an inline kept filter: installed %v, build %v; want it read, no build", cur != nil, next != nil)
+	}
+	if res, err := s.Record(ctx, receipt("github", "first", `{}`, "gh/app")); err != nil || res.Outcome != hookwarden.Duplicate {
+		t.Fatal(res.Outcome, err)
+	}
 }
 
 // TestKeptFilterNotTrustedAfterClaimsChanged: a key put into claims while
@@ -421,8 +655,14 @@ func TestKeptFilterNotTrustedAfterClaimsChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Bits of the wrong length, then another hash's name: set aside.
-	for _, q := range []string{`UPDATE claims_filter SET bits = x'00'`, `UPDATE claims_filter SET hash = 'maphash'`} {
+	// Bits of the wrong length (a part short, a part missing, inline bits
+	// as schema 17 wrote them), then another hash's name: set aside.
+	for _, q := range []string{
+		`UPDATE claims_filter_parts SET bits = x'00' WHERE part = 1`,
+		`DELETE FROM claims_filter_parts WHERE part = 2`,
+		`UPDATE claims_filter SET parts = 0, bits = x'00'`,
+		`UPDATE claims_filter SET hash = 'maphash'`,
+	} {
 		execRaw(t, path, q)
 		s = start()
 		held("hidden")

@@ -76,6 +76,10 @@ type Options struct {
 	// first touch of memory (a page fault, 12 µs on the AMD host) costs
 	// four times reading the page again from the OS's cache (3 µs).
 	ReadCacheKiB int
+
+	// partBlocks, set by a test, replaces filterPartBlocks: the blocks of
+	// the claims filter in each part the writer keeps.
+	partBlocks int
 }
 
 // Store is the SQLite implementation of hookwarden.Store. It is safe for
@@ -115,9 +119,12 @@ type Store struct {
 	flow     hookwarden.FlowTable // SetFlow
 	txPaused map[string]bool
 
-	// filterKept: Open took the claims filter a clean stop kept
+	// filterKept: Open read the claims filter the file kept
 	// (WarmUpNeeded). Set before the writer starts, never changed.
 	filterKept bool
+	// testCrash, set by a test, makes Close leave the file as a crash
+	// would: no filter written at the stop.
+	testCrash bool
 
 	healthMu  sync.Mutex
 	lastOK    time.Time
@@ -281,7 +288,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		s.log.Info("claims log read into memory", "claims", s.claims.size(), "took", time.Since(start).Round(time.Millisecond))
 		s.claims.filters.built = make(chan builtFilter)
-		if s.claims.filters.cur, err = s.takeFilter(ctx); err != nil {
+		if s.claims.filters.cur, err = s.readKeptFilter(ctx); err != nil {
 			s.rdb.Close()
 			s.wdb.Close()
 			return nil, err
@@ -368,7 +375,7 @@ func (s *Store) Close() error {
 			<-s.done
 			s.bgStop()
 			s.bg.Wait()
-			if s.opts.Fold {
+			if s.opts.Fold && !s.testCrash {
 				// Not a failed close: the next start builds the filter.
 				if err := s.keepFilter(context.Background()); err != nil {
 					s.log.Warn("the claims filter is built anew at the next start", "err", err)
@@ -454,7 +461,7 @@ func (s *Store) writer() {
 	for {
 		batch = batch[:0]
 		var idleC <-chan time.Time
-		if s.foldDue() {
+		if s.foldDue() || s.keepDue() {
 			// Quiet for FoldIdle: a fold step; then the next while it
 			// stays quiet, after a pause as long as the step (at most
 			// FoldIdle). Back to back, the steps starved the other
@@ -482,7 +489,11 @@ func (s *Store) writer() {
 				continue
 			}
 			start := time.Now()
-			s.idleFold()
+			if s.foldDue() {
+				s.idleFold()
+			} else {
+				s.idleKeep()
+			}
 			stepTook = max(time.Since(start), time.Nanosecond)
 			continue
 		case o := <-s.ops:

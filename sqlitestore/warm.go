@@ -35,17 +35,18 @@ const (
 )
 
 // WarmUpNeeded says whether serve should read the claim index at start
-// (WarmClaims), and if not, why. Not when Open took the claims filter a
-// clean stop kept: a new id, "in neither" for all but about 1 % of them,
-// reads no page of the index, and reading it beside the first seconds'
-// traffic only cost them (on the 10 M-claim file evicted from the page
-// cache, a p99 for the first 10 s of 1.33-1.39 × warm with the read, 0.99
-// and 1.14 × without). After a crash the filter is built beside the
-// traffic and, until it is, each new id is looked up in the index: the
-// warm-up then runs as before.
+// (WarmClaims), and if not, why. Not when Open read the claims filter the
+// file kept (at a clean stop, or by the writer while it was idle): a new
+// id, "in neither" for all but about 1 % of them, reads no page of the
+// index, and reading it beside the first seconds' traffic only cost them
+// (on the 10 M-claim file evicted from the page cache, a p99 for the first
+// 10 s of 1.33-1.39 × warm with the read, 0.99 and 1.14 × without). With
+// none kept (the first start; a crash while a generation was being
+// folded) the filter is built beside the traffic and, until it is, each
+// new id is looked up in the index: the warm-up then runs as before.
 func (s *Store) WarmUpNeeded() (bool, string) {
 	if s.filterKept {
-		return false, "the claims filter kept by the last clean stop answers for new ids"
+		return false, "the claims filter kept in the file answers for new ids"
 	}
 	return true, ""
 }

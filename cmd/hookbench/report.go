@@ -297,7 +297,10 @@ func (r *report) evaluate() {
 				rs.Warm.P99, rs.ReadySeconds, rs.Kept.P99)
 			if rs.Crash != nil {
 				built := "not built within 20 s"
-				if rs.FilterBuildSeconds > 0 {
+				switch {
+				case rs.CrashFilterLoadSeconds > 0:
+					built = fmt.Sprintf("kept in the file, read in %.2f s", rs.CrashFilterLoadSeconds)
+				case rs.FilterBuildSeconds > 0:
 					built = fmt.Sprintf("built in %.1f s", rs.FilterBuildSeconds)
 				}
 				note += fmt.Sprintf("; after SIGKILL (claims filter %s): p99 %.1f ms, then %.1f ms",

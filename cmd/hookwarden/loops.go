@@ -13,8 +13,6 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/sdnotify"
-	"github.com/hookwarden/hookwarden/pgstore"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // heartbeatEvery is how often a running serve records that it is alive; an
@@ -61,17 +59,12 @@ type claimWarmer interface {
 }
 
 // warmUpDecider is a store that may know its claim index needs no read at
-// start: sqlitestore.Store (not with the claims filter a clean stop kept)
-// and pgstore.Store (not once another serve started since the database
-// server did).
+// start: sqlitestore.Store (not with the claims filter the file kept) and
+// pgstore.Store (not once another serve started since the database server
+// did); store.go checks both are.
 type warmUpDecider interface {
 	WarmUpNeeded() (bool, string)
 }
-
-var (
-	_ warmUpDecider = (*sqlitestore.Store)(nil)
-	_ warmUpDecider = (*pgstore.Store)(nil)
-)
 
 // warmUpNeeded says whether store's claim index is read at start, and if
 // not, why; a store that cannot tell is read.

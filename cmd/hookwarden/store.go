@@ -455,10 +455,13 @@ type plannerStatsKeeper interface {
 	KeepPlannerStats(ctx context.Context) (bool, []pgstore.PlannerStats, error)
 }
 
-// Both stores warm their claim index and PostgreSQL keeps its planner's
-// statistics: a rename there must not quietly turn either off.
+// Both stores warm their claim index and say when it needs no warm-up, and
+// PostgreSQL keeps its planner's statistics: a rename there must not
+// quietly turn any of them off.
 var (
 	_ claimWarmer        = (*sqlitestore.Store)(nil)
 	_ claimWarmer        = (*pgstore.Store)(nil)
+	_ warmUpDecider      = (*sqlitestore.Store)(nil)
+	_ warmUpDecider      = (*pgstore.Store)(nil)
 	_ plannerStatsKeeper = (*pgstore.Store)(nil)
 )

@@ -8,28 +8,31 @@ import (
 )
 
 // TestClaimIndexWarmUpOnlyWithoutAKeptFilter: serve reads the claim index
-// at start unless it took the claims filter a clean stop kept, which
-// answers for new ids: the first start reads it, the start after SIGTERM
-// does not and says why, the start after SIGKILL (no filter kept) reads it.
+// at start unless it read a claims filter the file kept, which answers for
+// new ids. The first start reads it, builds the filter and, once idle,
+// keeps it in the file; the start after SIGKILL reads that filter, and
+// neither builds one nor reads the index; so does the start after SIGTERM.
 func TestClaimIndexWarmUpOnlyWithoutAKeptFilter(t *testing.T) {
 	_, cfg, _, hook, adm := serveFiles(t, "")
 	p := startServe(t, cfg, hook, adm)
 	p.waitLog("the warm-up at the first start", "claim index read into the page cache")
 	p.waitLog("the claims filter", "claims filter built")
-	p.signal(syscall.SIGTERM)
-	if err := p.waitExit(30 * time.Second); err != nil {
-		t.Fatalf("serve exit after SIGTERM: %v\n%s", err, p.log)
-	}
-
-	p = startServe(t, cfg, hook, adm)
-	p.waitLog("the filter kept by the clean stop", "claims filter loaded")
-	p.waitLog("no warm-up after a clean stop", "claim index not read at start", "claims filter kept")
-	if strings.Contains(p.log.String(), "claim index read into the page cache") {
-		t.Errorf("serve read the claim index beside the kept filter:\n%s", p.log)
-	}
+	p.waitLog("the filter kept while idle", "claims filter kept in the file")
 	p.signal(syscall.SIGKILL)
 	p.waitExit(30 * time.Second) //nolint:errcheck // killed
 
-	p = startServe(t, cfg, hook, adm)
-	p.waitLog("the warm-up after a crash", "claim index read into the page cache")
+	for _, stop := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		p = startServe(t, cfg, hook, adm)
+		p.waitLog("the kept filter", "claims filter loaded")
+		p.waitLog("no warm-up with the kept filter", "claim index not read at start", "claims filter kept")
+		for _, not := range []string{"claim index read into the page cache", "claims filter built"} {
+			if strings.Contains(p.log.String(), not) {
+				t.Errorf("serve logged %q beside the kept filter:\n%s", not, p.log)
+			}
+		}
+		p.signal(stop)
+		if err := p.waitExit(30 * time.Second); err != nil && stop == syscall.SIGTERM {
+			t.Fatalf("serve exit after SIGTERM: %v\n%s", err, p.log)
+		}
+	}
 }

@@ -32,15 +32,16 @@ import (
 // claims_log; its serve folds them later), and PostgreSQL's memory is
 // events' own unique index.
 //
-// claims_filter (SQLite's schema 17) is serve's claims filter as a clean
-// stop kept it: the destination's serve builds its own.
+// claims_filter and claims_filter_parts (SQLite's schemas 17 and 19) are
+// serve's claims filter as it kept it: the destination's serve builds its
+// own.
 //
 // request_hours (SQLite's schema 18), the first and last request of each
 // source and hour, is kept by a trigger on receipts: the destination's
 // fills it as the copy writes them.
 var derived = map[string]bool{"counters": true, "hourly": true, "job_leases": true, "minutely": true,
 	"claims_log": true, "claims": true, "claim_levels": true, "claim_fold": true, "claims_filter": true,
-	"request_hours": true}
+	"claims_filter_parts": true, "request_hours": true}
 
 // hourText is how SQLite's hourly keys an hour.
 const hourText = "2006-01-02T15"
