@@ -476,8 +476,8 @@ func TestMigration18FillsRequestHours(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	execRaw(t, path, `DROP TABLE claims_filter_parts`, `ALTER TABLE claims_filter DROP COLUMN parts`, // schema 19's
-		`DROP TRIGGER request_hour`, `DROP TABLE request_hours`, `PRAGMA user_version = 17`)
+	schema18Filter(t, path) // schema 19's
+	execRaw(t, path, `DROP TRIGGER request_hour`, `DROP TABLE request_hours`, `PRAGMA user_version = 17`)
 
 	policy := hookwarden.GapOptions{Sources: []hookwarden.SourcePolicy{{Name: "stripe", RetryHorizon: 4 * time.Hour, ExpectWithin: time.Hour}}}
 	silences := func(s *Store) string {

@@ -162,13 +162,36 @@ type filterState struct {
 	kept keptState // what the file keeps of cur
 }
 
-// keptState is how far the writer has written cur into the file
-// (claims_filter_parts, then the header in claims_filter).
+// keptState is what the file keeps of the filters (claims_filter, two
+// slots; claims_filter_parts): the writer's view, which the trigger
+// claims_filter_stale can only make more careful than the file.
 type keptState struct {
-	next    int           // the next part to write
-	done    bool          // the file's header names a filter holding every key of claims
-	retryAt time.Time     // after a failed step, none before this
-	spent   time.Duration // in the steps of this filter so far (the log's)
+	has    bool  // a slot holds a complete filter
+	logSeq int64 // its log_seq: it holds every key claimed up to it
+	force  bool  // cur must be kept though has (a new build: the kept one was full)
+	// The keep under way: slot is the one being written (the other holds
+	// the complete one, if has), next its next part (0: none begun), seq
+	// the log_seq its first part wrote.
+	slot, next int
+	seq        int64
+	retryAt    time.Time     // after a failed step, none before this
+	spent      time.Duration // in the steps of the keep under way so far (the log's)
+}
+
+// covers says whether the complete kept filter survives the fold's
+// inserts of generation genMax (claims_filter_stale).
+func (k *keptState) covers(genMax int64) bool { return k.has && genMax > 0 && k.logSeq >= genMax }
+
+// folded is what the fold's insert of generation genMax did to the file
+// (claims_filter_stale): it deleted each header, complete or being
+// written, whose log_seq is below genMax.
+func (k *keptState) folded(genMax int64) {
+	if !k.covers(genMax) {
+		k.has = false
+	}
+	if k.next > 0 && k.seq < genMax {
+		k.next = 0
+	}
 }
 
 type builtFilter struct {
@@ -296,7 +319,8 @@ func (s *Store) installFilter(b builtFilter) {
 		return
 	}
 	fs.cur = next
-	fs.kept = keptState{} // the file's, if any, is the last filter's
+	fs.kept.force = true // the file's, if any, is the last filter's, full or none
+	fs.kept.next = 0
 	s.log.Info("claims filter built", "keys", next.keys.Load(), "bytes", next.bytes(), "seconds", b.took.Seconds())
 }
 
@@ -317,16 +341,14 @@ func (s *Store) forgetFilter() {
 	}
 	fs.cur, fs.next = nil, nil
 	fs.gen++
-	fs.kept = keptState{}
+	fs.kept.has, fs.kept.next = false, 0 // the caller deletes the file's
 }
 
-// readKeptFilter reads the filter the file keeps (claims_filter and its
-// parts), nil when there is none or it cannot be read (the writer then
-// builds one). Open, before the writer starts, with the log's index read:
-// its keys, which the kept filter may lack, are added. The row stays: it
-// holds every key of claims until a key enters claims, which deletes it
-// (claims_filter_stale), so a crash from here on leaves it to the next
-// start.
+// readKeptFilter reads the filter the file keeps (the complete slot of
+// claims_filter), nil when there is none or it cannot be read (the writer
+// then builds one). Open, before the writer starts, with the log's index
+// read: its keys, which the kept filter may lack, are added. The row stays:
+// a crash from here on leaves it to the next start.
 func (s *Store) readKeptFilter(ctx context.Context) (*claimFilter, error) {
 	start := time.Now()
 	tx, err := s.wdb.BeginTx(ctx, nil)
@@ -335,21 +357,18 @@ func (s *Store) readKeptFilter(ctx context.Context) (*claimFilter, error) {
 	}
 	defer tx.Rollback() //nolint:errcheck // read only
 	var hash string
-	var size, keys, parts int64
+	var slot, size, keys, logSeq, parts int64
 	var raw []byte
-	err = tx.QueryRowContext(ctx, `SELECT hash, size, keys, parts, bits FROM claims_filter`).Scan(&hash, &size, &keys, &parts, &raw)
+	err = tx.QueryRowContext(ctx, `SELECT slot, hash, size, keys, log_seq, parts, bits FROM claims_filter
+		WHERE parts >= 0 ORDER BY log_seq DESC LIMIT 1`).Scan(&slot, &hash, &size, &keys, &logSeq, &parts, &raw)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the kept claims filter: %w", err)
 	}
-	if parts < 0 {
-		s.log.Info("the claims filter was being kept when serve stopped; building one")
-		return nil, nil
-	}
 	if parts > 0 {
-		if raw, err = readFilterParts(ctx, tx, parts, filterBlocks(size)*32); err != nil {
+		if raw, err = readFilterParts(ctx, tx, slot, parts, filterBlocks(size)*32); err != nil {
 			return nil, fmt.Errorf("read the kept claims filter: %w", err)
 		}
 	}
@@ -359,15 +378,15 @@ func (s *Store) readKeptFilter(ctx context.Context) (*claimFilter, error) {
 		return nil, nil
 	}
 	s.claims.addIndexKeys(f)
-	s.claims.filters.kept.done = true
+	s.claims.filters.kept = keptState{has: true, logSeq: logSeq, slot: 1 - int(slot)}
 	s.log.Info("claims filter loaded", "keys", f.keys.Load(), "bytes", f.bytes(), "seconds", time.Since(start).Seconds())
 	return f, nil
 }
 
-// readFilterParts reads a kept filter's parts, up to want bytes (parts
-// past the header's are another filter's, left behind).
-func readFilterParts(ctx context.Context, tx *sql.Tx, parts, want int64) ([]byte, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT part, bits FROM claims_filter_parts WHERE part < ? ORDER BY part`, parts)
+// readFilterParts reads slot's parts, up to want bytes (parts past the
+// header's are another filter's, left behind).
+func readFilterParts(ctx context.Context, tx *sql.Tx, slot, parts, want int64) ([]byte, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT part, bits FROM claims_filter_parts WHERE slot = ? AND part < ? ORDER BY part`, slot, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -413,38 +432,47 @@ func (f *claimFilter) partBytes(i, per int) []byte {
 	return raw
 }
 
+// keepNeeded says whether cur must be written into the file: none kept;
+// a new build; or a generation cut past what the kept one holds, whose
+// first fold insert will delete it (so the writer keeps cur before it
+// folds: a crash then finds the one or the other).
+func (s *Store) keepNeeded() bool {
+	k := &s.claims.filters.kept
+	return !k.has || k.force || (s.claims.genMax > 0 && !k.covers(s.claims.genMax))
+}
+
 // keepDue says the writer should write the next part of cur into the file
-// while it is idle: a filter installed, not full and not current in the
-// file, and no generation being folded or due, whose first insert into
-// claims would delete what it writes.
+// while it is idle: a filter installed and not full, no build under way,
+// and a keep needed.
 func (s *Store) keepDue() bool {
 	fs := &s.claims.filters
-	return s.opts.Fold && fs.cur != nil && !fs.kept.done && !fs.cur.full() && fs.next == nil &&
-		s.claims.genMax == 0 && s.fold.lastRecent <= s.foldLimit() &&
+	return s.opts.Fold && fs.cur != nil && !fs.cur.full() && fs.next == nil && s.keepNeeded() &&
 		(fs.kept.retryAt.IsZero() || time.Now().After(fs.kept.retryAt))
 }
 
-// keepStep writes the next part of cur, and after the last the header,
-// in a transaction of its own. The first part deletes the header the file
-// had: from then on its parts are this filter's. Bits are only ever set,
-// so each part holds, when written, every key of claims as of the first
-// part; a key entering claims since deleted the header (and reset kept).
-// Writer goroutine only.
+// keepStep writes the next part of cur into the slot being written, and
+// after the last completes it, in a transaction of its own. Writer
+// goroutine only.
 func (s *Store) keepStep(ctx context.Context) error {
 	fs := &s.claims.filters
+	k := &fs.kept
 	start := time.Now()
-	defer func() { fs.kept.spent += time.Since(start) }()
+	defer func() { k.spent += time.Since(start) }()
 	tx, err := s.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // committed below
-	last, err := s.keepParts(ctx, tx, fs.cur, fs.kept.next, fs.kept.next+1)
+	if g := s.claims.genMax; k.next > 0 && g > 0 && k.seq < g {
+		k.next = 0 // what it would keep does not hold the generation to fold: begin again
+	}
+	if k.next == 0 {
+		k.seq = s.claims.lastSeq.Load() // what keepParts writes as log_seq
+	}
+	logSeq, last, err := s.keepParts(ctx, tx, fs.cur, k.slot, k.next, k.next+1)
 	if errors.Is(err, errKeepAgain) {
-		// The fold resets kept when it inserts: this is a key that came
-		// into claims some other way.
-		s.log.Warn("the claims filter is kept anew: a key entered claims since its first part")
-		fs.kept.next = 0
+		s.log.Warn("the claims filter is kept anew: a generation past its first part was folded")
+		k.next = 0
 		return nil
 	}
 	if err != nil {
@@ -453,13 +481,22 @@ func (s *Store) keepStep(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	fs.kept.next++
+	k.next++
 	if last {
-		fs.kept.done = true
-		s.log.Info("claims filter kept in the file", "keys", fs.cur.keys.Load(), "bytes", fs.cur.bytes(), "parts", fs.cur.parts(s.partBlocks()),
-			"seconds", (fs.kept.spent + time.Since(start)).Seconds()) // the steps', not the pauses between
+		s.kept(logSeq)
+		s.log.Info("claims filter kept in the file", "keys", fs.cur.keys.Load(), "bytes", fs.cur.bytes(),
+			"parts", fs.cur.parts(s.partBlocks()), "seconds", (k.spent + time.Since(start)).Seconds()) // the steps', not the pauses between
+		k.spent = 0
 	}
 	return nil
+}
+
+// kept records a complete keep in slot kept.slot: the next goes into the
+// other slot.
+func (s *Store) kept(logSeq int64) {
+	k := &s.claims.filters.kept
+	k.has, k.logSeq, k.force = true, logSeq, false
+	k.slot, k.next = 1-k.slot, 0
 }
 
 // idleKeep takes one keepStep while the writer has nothing to write.
@@ -473,55 +510,62 @@ func (s *Store) idleKeep() {
 	kept.retryAt = time.Time{}
 }
 
-// errKeepAgain: the header of a filter being kept was deleted since its
-// first part (claims_filter_stale): a key entered claims that its parts
-// written so far may lack.
-var errKeepAgain = errors.New("a key entered claims since the kept filter's first part")
+// errKeepAgain: the header of the slot being written was deleted since its
+// first part (claims_filter_stale): a generation past its log_seq was
+// folded, whose keys its parts written so far may lack.
+var errKeepAgain = errors.New("a generation past the kept filter's first part was folded")
 
-// keepParts writes parts [from, to) of f in tx and, once the last is
-// written, says so. The first part replaces the file's header with one in
-// progress (parts -1, which no start trusts); the last makes it f's. Any
-// insert into claims in between deletes the header, and the last part then
-// finds none: errKeepAgain, whatever the writer believed.
-func (s *Store) keepParts(ctx context.Context, tx *sql.Tx, f *claimFilter, from, to int) (bool, error) {
+// keepParts writes parts [from, to) of f into slot in tx and, once the
+// last is written, completes the slot and returns its log_seq. The first
+// part replaces the slot's header with one in progress (parts -1, which no
+// start trusts) holding the writer's log_seq: every key claimed up to it
+// is in f now, and bits are only ever set. The last part turns that header
+// into f's and deletes the other slot's; if a fold deleted it meanwhile,
+// errKeepAgain, whatever the writer believed.
+func (s *Store) keepParts(ctx context.Context, tx *sql.Tx, f *claimFilter, slot, from, to int) (int64, bool, error) {
 	per := s.partBlocks()
 	if from == 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO claims_filter (id, hash, size, keys, parts, bits) VALUES (1, ?, ?, 0, -1, x'')`,
-			filterHash, f.size); err != nil {
-			return false, err
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO claims_filter (slot, hash, size, keys, log_seq, parts, bits)
+			VALUES (?, ?, ?, 0, ?, -1, x'')`, slot, filterHash, f.size, s.claims.lastSeq.Load()); err != nil {
+			return 0, false, err
 		}
 	}
 	n := f.parts(per)
 	for i := from; i < min(to, n); i++ {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO claims_filter_parts (part, bits) VALUES (?, ?)`, i, f.partBytes(i, per)); err != nil {
-			return false, err
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO claims_filter_parts (slot, part, bits) VALUES (?, ?, ?)`,
+			slot, i, f.partBytes(i, per)); err != nil {
+			return 0, false, err
 		}
 	}
 	if to < n {
-		return false, nil
+		return 0, false, nil
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM claims_filter_parts WHERE part >= ?`, n); err != nil {
-		return false, err
+	if _, err := tx.ExecContext(ctx, `DELETE FROM claims_filter_parts WHERE slot = ? AND part >= ?`, slot, n); err != nil {
+		return 0, false, err
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE claims_filter SET keys = ?, parts = ? WHERE parts = -1 AND size = ?`, f.keys.Load(), n, f.size)
+	var logSeq int64
+	err := tx.QueryRowContext(ctx, `UPDATE claims_filter SET keys = ?, parts = ? WHERE slot = ? AND parts = -1 RETURNING log_seq`,
+		f.keys.Load(), n, slot).Scan(&logSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, errKeepAgain
+	}
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	if done, err := res.RowsAffected(); err != nil || done != 1 {
-		return false, cmp.Or(err, errKeepAgain)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM claims_filter WHERE slot <> ?`, slot); err != nil {
+		return 0, false, err
 	}
-	return true, nil
+	return logSeq, true, nil
 }
 
-// keepFilter writes what the file does not keep yet of the installed
-// filter for the next start (Close, after the writer stopped), in one
-// transaction: nothing when the idle steps kept it already. None is kept
-// while the first is still being built, nor a full one (the next start
-// builds anew).
+// keepFilter completes a keep at Close (after the writer stopped) in one
+// transaction, when one is needed: nothing when the file's holds what the
+// fold will insert. None is kept while the first is still being built, nor
+// a full one (the next start builds anew).
 func (s *Store) keepFilter(ctx context.Context) error {
 	fs := &s.claims.filters
 	f := fs.cur
-	if f == nil || f.full() || fs.kept.done {
+	if f == nil || f.full() || !s.keepNeeded() {
 		return nil
 	}
 	start := time.Now()
@@ -530,9 +574,10 @@ func (s *Store) keepFilter(ctx context.Context) error {
 		return fmt.Errorf("keep the claims filter: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // committed below
-	_, err = s.keepParts(ctx, tx, f, fs.kept.next, f.parts(s.partBlocks()))
+	n := f.parts(s.partBlocks())
+	logSeq, _, err := s.keepParts(ctx, tx, f, fs.kept.slot, fs.kept.next, n)
 	if errors.Is(err, errKeepAgain) {
-		_, err = s.keepParts(ctx, tx, f, 0, f.parts(s.partBlocks())) // nothing else writes now
+		logSeq, _, err = s.keepParts(ctx, tx, f, fs.kept.slot, 0, n) // nothing else writes now
 	}
 	if err != nil {
 		return fmt.Errorf("keep the claims filter: %w", err)
@@ -540,7 +585,7 @@ func (s *Store) keepFilter(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("keep the claims filter: %w", err)
 	}
-	fs.kept.done = true
+	s.kept(logSeq)
 	s.log.Info("claims filter kept for the next start", "keys", f.keys.Load(), "bytes", f.bytes(), "seconds", time.Since(start).Seconds())
 	return nil
 }

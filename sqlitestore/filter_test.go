@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -387,12 +386,13 @@ func TestFilterKeptAcrossACleanStop(t *testing.T) {
 }
 
 // TestFilterKeptAcrossACrash: serve's idle writer keeps its filter in the
-// file, so a start after a crash reads it instead of building one. A
-// generation's fold deletes it (its first insert into claims: a crash
-// then leaves none, and the next start builds), and once the generation
-// is folded the writer keeps the filter again. After each crash the filter
-// holds every key of both levels, and a copy of every claim is a
-// duplicate.
+// file, so a start after a crash reads it instead of building one. The
+// fold of a generation claimed after the kept filter deletes it (its first
+// insert into claims: a crash then leaves none, and the next start
+// builds); so the idle writer keeps the filter again before it folds a
+// generation, and that one survives the fold and a crash in the middle of
+// it. After each crash the filter holds every key of both levels, and a
+// copy of every claim is a duplicate.
 func TestFilterKeptAcrossACrash(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hw.db")
 	ctx := context.Background()
@@ -470,18 +470,69 @@ func TestFilterKeptAcrossACrash(t *testing.T) {
 	s = open(0)
 	loaded(s, false) // nothing to trust: built
 	holdsAll(s)
-	waitKept(t, path) // once the generation is folded
-	var genMax int64
-	if err := s.DB().QueryRow(`SELECT gen_max FROM claim_fold`).Scan(&genMax); err != nil || genMax != 0 {
-		t.Fatalf("filter kept with generation %d still being folded (%v)", genMax, err)
-	}
+	waitFolded(t, s) // the generation (beside the build, when the fold comes first)
+	waitKept(t, path)
 	record(s, 30) // in the log, after the filter was kept
+	crash(s)
+
+	s = open(0)
+	loaded(s, true)
+	holdsAll(s)
+	s.Close()
+
+	// A crash while a generation is being folded, the filter kept before
+	// it: one claim a fold step, a pause between steps.
+	s, err := Open(ctx, path, Options{Fold: true, FoldMin: 64, FoldChunk: 1, FoldIdle: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded(s, true)
+	var before int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM claims`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	record(s, 40) // the log past 64: a generation is cut
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var covering, folded int
+		var genMax int64
+		if err := s.DB().QueryRow(`SELECT (SELECT count(*) FROM claims_filter f, claim_fold g WHERE f.parts > 0 AND f.log_seq >= g.gen_max),
+			(SELECT count(*) FROM claims), (SELECT gen_max FROM claim_fold)`).Scan(&covering, &folded, &genMax); err != nil {
+			t.Fatal(err)
+		}
+		if genMax > 0 && covering == 1 && folded > before {
+			break // kept for the generation, and some of it folded
+		}
+		if genMax == 0 || time.Now().After(deadline) {
+			t.Fatalf("no fold under way with a filter kept for it: generation %d, %d covering, %d claims folded", genMax, covering, folded-before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	crash(s)
 
 	s = open(0)
 	defer s.Close()
 	loaded(s, true)
 	holdsAll(s)
+}
+
+// waitFolded waits until no generation is being folded.
+func waitFolded(t *testing.T, s *Store) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var genMax int64
+		if err := s.DB().QueryRow(`SELECT gen_max FROM claim_fold`).Scan(&genMax); err != nil {
+			t.Fatal(err)
+		}
+		if genMax == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("generation %d still being folded after 10 s", genMax)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // TestFilterKeptAnewAfterAFoldDuringIt: a generation folded while the
@@ -551,7 +602,7 @@ func TestFilterKeptAnewAfterAFoldDuringIt(t *testing.T) {
 }
 
 // TestFilterKeptInlineStillRead: a filter kept as schemas 17 and 18 wrote
-// it (its bits in the header row) is read after the step to schema 19.
+// it (its bits in the one row) is read after the step to schema 19.
 func TestFilterKeptInlineStillRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hw.db")
 	ctx := context.Background()
@@ -567,45 +618,69 @@ func TestFilterKeptInlineStillRead(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var raw []byte
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := db.Query(`SELECT bits FROM claims_filter_parts ORDER BY part`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			t.Fatal(err)
-		}
-		raw = append(raw, b...)
-	}
-	rows.Close()
-	for _, q := range []string{`UPDATE claims_filter SET bits = ?`, `DROP TABLE claims_filter_parts`,
-		`ALTER TABLE claims_filter DROP COLUMN parts`, `PRAGMA user_version = 18`} {
-		var args []any
-		if strings.Contains(q, "?") {
-			args = append(args, raw)
-		}
-		if _, err := db.Exec(q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
+	schema18Filter(t, path)
+	execRaw(t, path, `PRAGMA user_version = 18`)
 
 	s, err = Open(ctx, path, Options{Fold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if cur, next := filterNow(t, s); cur == nil || next != nil {
+	if cur, next := filterNow(t, s); cur == nil || next != nil || !s.filterKept {
 		t.Fatalf("an inline kept filter: installed %v, build %v; want it read, no build", cur != nil, next != nil)
 	}
 	if res, err := s.Record(ctx, receipt("github", "first", `{}`, "gh/app")); err != nil || res.Outcome != hookwarden.Duplicate {
 		t.Fatal(res.Outcome, err)
+	}
+}
+
+// schema18Filter turns the claims filter's tables of the file at path back
+// into schemas 17's and 18's: one row, its bits inline (the complete kept
+// filter's, if any), and the trigger that deletes it on every insert into
+// claims.
+func schema18Filter(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var raw []byte
+	var hash string
+	var size, keys int64
+	err = db.QueryRow(`SELECT hash, size, keys FROM claims_filter WHERE parts > 0`).Scan(&hash, &size, &keys)
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		t.Fatal(err)
+	}
+	if found {
+		rows, err := db.Query(`SELECT p.bits FROM claims_filter_parts p JOIN claims_filter f USING (slot) WHERE f.parts > 0 ORDER BY p.part`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				t.Fatal(err)
+			}
+			raw = append(raw, b...)
+		}
+		rows.Close()
+	}
+	for _, q := range []string{
+		`DROP TRIGGER claims_filter_stale`, `DROP TABLE claims_filter_parts`, `DROP TABLE claims_filter`,
+		`CREATE TABLE claims_filter (id INTEGER PRIMARY KEY CHECK (id = 1), hash TEXT NOT NULL, size INTEGER NOT NULL,
+			keys INTEGER NOT NULL, bits BLOB NOT NULL) STRICT`,
+		`CREATE TRIGGER claims_filter_stale AFTER INSERT ON claims BEGIN DELETE FROM claims_filter; END`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if found {
+		if _, err := db.Exec(`INSERT INTO claims_filter (id, hash, size, keys, bits) VALUES (1, ?, ?, ?, ?)`, hash, size, keys, raw); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -698,4 +773,44 @@ func BenchmarkFilterBuild(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(folded), "ns/claim")
+}
+
+// BenchmarkKeepPart: what one idle step of the writer costs when it keeps
+// the claims filter in the file: a part of 256 KiB written and committed
+// (run in the writer's transaction, as the step runs in one of its own).
+// The baseline, BenchmarkKeepPart/empty, commits the same transaction with
+// no part: the step's own cost is the difference.
+func BenchmarkKeepPart(b *testing.B) {
+	for _, write := range []bool{false, true} {
+		name := "empty"
+		if write {
+			name = "part"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := MustOpen(b, Options{Fold: true})
+			WaitFilter(b, s)
+			ctx := context.Background()
+			f := s.claims.filters.cur
+			per := s.partBlocks()
+			n := f.parts(per)
+			i := 0
+			for b.Loop() {
+				err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+					if !write {
+						_, err := tx.ExecContext(ctx, `UPDATE claim_fold SET gen_max = gen_max`)
+						return err
+					}
+					_, _, err := s.keepParts(ctx, tx, f, 0, i%n, i%n+1)
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			if write {
+				b.SetBytes(int64(per) * 32)
+			}
+		})
+	}
 }

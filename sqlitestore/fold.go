@@ -307,10 +307,8 @@ func (s *Store) foldStep(ctx context.Context, chunk int) (err error) {
 		if err = tx.Commit(); err != nil {
 			return err
 		}
-		// In claims now: readers and the writer find them there. The
-		// insert deleted the file's kept filter (claims_filter_stale): the
-		// writer keeps cur again once the generation is folded.
-		x.filters.kept.next, x.filters.kept.done = 0, false
+		// In claims now: readers and the writer find them there.
+		x.filters.kept.folded(x.genMax)
 		x.mu.Lock()
 		for _, it := range items {
 			x.frozen.Delete(it)

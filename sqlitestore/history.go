@@ -84,6 +84,12 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 // foldHistory moves the claims of events lo-hi from the log into the large
 // level, in key order.
 func foldHistory(ctx context.Context, tx *sql.Tx, lo, hi int64) error {
+	// Not the fold's insert: no kept filter holds these keys, whatever
+	// generation the fold is at (claims_filter_stale keeps those of
+	// log_seq >= gen_max).
+	if _, err := tx.ExecContext(ctx, `DELETE FROM claims_filter`); err != nil {
+		return fmt.Errorf("fold the history's claims %d-%d: %w", lo, hi, err)
+	}
 	for _, q := range []string{
 		`INSERT INTO claims (source, event_id, event_ref) SELECT source, event_id, event_ref FROM claims_log
 			WHERE event_ref BETWEEN ?1 AND ?2 ORDER BY source, event_id`,

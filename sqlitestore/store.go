@@ -489,10 +489,10 @@ func (s *Store) writer() {
 				continue
 			}
 			start := time.Now()
-			if s.foldDue() {
-				s.idleFold()
-			} else {
+			if s.keepDue() { // before the fold, whose insert may delete the kept one
 				s.idleKeep()
+			} else {
+				s.idleFold()
 			}
 			stepTook = max(time.Since(start), time.Nanosecond)
 			continue

@@ -41,9 +41,9 @@ const (
 // index, and reading it beside the first seconds' traffic only cost them
 // (on the 10 M-claim file evicted from the page cache, a p99 for the first
 // 10 s of 1.33-1.39 × warm with the read, 0.99 and 1.14 × without). With
-// none kept (the first start; a crash while a generation was being
-// folded) the filter is built beside the traffic and, until it is, each
-// new id is looked up in the index: the warm-up then runs as before.
+// none kept (the first start; a crash before the first was complete) the
+// filter is built beside the traffic and, until it is, each new id is
+// looked up in the index: the warm-up then runs as before.
 func (s *Store) WarmUpNeeded() (bool, string) {
 	if s.filterKept {
 		return false, "the claims filter kept in the file answers for new ids"

@@ -246,9 +246,9 @@ type restartRun struct {
 	FilterLoadSeconds float64 `json:"filter_load_seconds,omitempty"`
 	// After a crash (SQLite): serve killed with SIGKILL, the file evicted,
 	// started again. It reads the claims filter its writer kept in the
-	// file while idle (CrashFilterLoadSeconds), or, with none kept (a
-	// fold was under way), builds one beside the first seconds of load
-	// (FilterBuildSeconds; 0: not within those 20 s).
+	// file while idle (CrashFilterLoadSeconds), or, with none kept yet,
+	// builds one beside the first seconds of load (FilterBuildSeconds; 0:
+	// not within those 20 s).
 	CrashReadySeconds      float64     `json:"crash_ready_seconds,omitempty"`
 	Crash                  *loadResult `json:"crash_first_10s,omitempty"`
 	CrashNext              *loadResult `json:"crash_next_10s,omitempty"`
@@ -578,8 +578,8 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	}
 	r.FilterLoadSeconds = filterSeconds(s.logPath, from, "claims filter loaded")
 	b.printf("  claims filter kept in the file, read in %.2f s (0: none)\n", r.FilterLoadSeconds)
-	// A crash: the filter kept while idle is read, unless a fold was
-	// under way (then it is built beside the load).
+	// A crash: the filter the writer kept in the file is read (built
+	// beside the load only when none was kept yet).
 	s.kill()
 	for _, f := range []string{db, db + "-wal", db + "-shm"} {
 		if err := evict(f); err != nil {

@@ -463,6 +463,12 @@ func compareSnapshots(t *testing.T, before, after map[string]table, from int) {
 			compareMoved(t, old, after["claims_log"], "source", "event_id", "event_ref")
 			continue
 		}
+		if name == "claims_filter" && from >= 17 && from <= 18 {
+			// Schema 19 replaced the one row (id 1) by slots: the row is
+			// slot 0's, bits inline.
+			compareMoved(t, old, after[name], "hash", "size", "keys", "bits")
+			continue
+		}
 		cur, ok := after[name]
 		if !ok {
 			t.Errorf("table %s was dropped by the upgrade (update this test if that was meant)", name)
