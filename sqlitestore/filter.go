@@ -463,13 +463,8 @@ func (s *Store) keepStep(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // committed below
-	if g := s.claims.genMax; k.next > 0 && g > 0 && k.seq < g {
-		k.next = 0 // what it would keep does not hold the generation to fold: begin again
-	}
-	if k.next == 0 {
-		k.seq = s.claims.lastSeq.Load() // what keepParts writes as log_seq
-	}
-	logSeq, last, err := s.keepParts(ctx, tx, fs.cur, k.slot, k.next, k.next+1)
+	s.keepResume()
+	logSeq, last, err := s.keepParts(ctx, tx, fs.cur, k.slot, k.seq, k.next, k.next+1)
 	if errors.Is(err, errKeepAgain) {
 		s.log.Warn("the claims filter is kept anew: a generation past its first part was folded")
 		k.next = 0
@@ -489,6 +484,22 @@ func (s *Store) keepStep(ctx context.Context) error {
 		k.spent = 0
 	}
 	return nil
+}
+
+// keepResume says where the keep under way goes on: from its next part,
+// unless what it would keep does not hold the generation being folded
+// (its log_seq is below it: the fold's first insert would delete it), or
+// none is under way; then from the first, with the writer's log_seq.
+// Between the writer's transactions every key claimed up to lastSeq is in
+// cur (claimindex.go).
+func (s *Store) keepResume() {
+	k := &s.claims.filters.kept
+	if g := s.claims.genMax; k.next > 0 && g > 0 && k.seq < g {
+		k.next = 0
+	}
+	if k.next == 0 {
+		k.seq = s.claims.lastSeq.Load()
+	}
 }
 
 // kept records a complete keep in slot kept.slot: the next goes into the
@@ -518,15 +529,15 @@ var errKeepAgain = errors.New("a generation past the kept filter's first part wa
 // keepParts writes parts [from, to) of f into slot in tx and, once the
 // last is written, completes the slot and returns its log_seq. The first
 // part replaces the slot's header with one in progress (parts -1, which no
-// start trusts) holding the writer's log_seq: every key claimed up to it
-// is in f now, and bits are only ever set. The last part turns that header
-// into f's and deletes the other slot's; if a fold deleted it meanwhile,
-// errKeepAgain, whatever the writer believed.
-func (s *Store) keepParts(ctx context.Context, tx *sql.Tx, f *claimFilter, slot, from, to int) (int64, bool, error) {
+// start trusts) holding logSeq: every key claimed up to it is in f now,
+// and bits are only ever set. The last part turns that header into f's and
+// deletes the other slot's; if a fold deleted it meanwhile, errKeepAgain,
+// whatever the writer believed.
+func (s *Store) keepParts(ctx context.Context, tx *sql.Tx, f *claimFilter, slot int, logSeq int64, from, to int) (int64, bool, error) {
 	per := s.partBlocks()
 	if from == 0 {
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO claims_filter (slot, hash, size, keys, log_seq, parts, bits)
-			VALUES (?, ?, ?, 0, ?, -1, x'')`, slot, filterHash, f.size, s.claims.lastSeq.Load()); err != nil {
+			VALUES (?, ?, ?, 0, ?, -1, x'')`, slot, filterHash, f.size, logSeq); err != nil {
 			return 0, false, err
 		}
 	}
@@ -543,7 +554,6 @@ func (s *Store) keepParts(ctx context.Context, tx *sql.Tx, f *claimFilter, slot,
 	if _, err := tx.ExecContext(ctx, `DELETE FROM claims_filter_parts WHERE slot = ? AND part >= ?`, slot, n); err != nil {
 		return 0, false, err
 	}
-	var logSeq int64
 	err := tx.QueryRowContext(ctx, `UPDATE claims_filter SET keys = ?, parts = ? WHERE slot = ? AND parts = -1 RETURNING log_seq`,
 		f.keys.Load(), n, slot).Scan(&logSeq)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -575,9 +585,13 @@ func (s *Store) keepFilter(ctx context.Context) error {
 	}
 	defer tx.Rollback() //nolint:errcheck // committed below
 	n := f.parts(s.partBlocks())
-	logSeq, _, err := s.keepParts(ctx, tx, f, fs.kept.slot, fs.kept.next, n)
+	k := &fs.kept
+	s.keepResume()
+	logSeq, _, err := s.keepParts(ctx, tx, f, k.slot, k.seq, k.next, n)
 	if errors.Is(err, errKeepAgain) {
-		logSeq, _, err = s.keepParts(ctx, tx, f, fs.kept.slot, 0, n) // nothing else writes now
+		k.next = 0
+		s.keepResume()
+		logSeq, _, err = s.keepParts(ctx, tx, f, k.slot, k.seq, 0, n) // nothing else writes now
 	}
 	if err != nil {
 		return fmt.Errorf("keep the claims filter: %w", err)

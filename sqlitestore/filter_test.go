@@ -404,13 +404,6 @@ func TestFilterKeptAcrossACrash(t *testing.T) {
 		}
 		return s
 	}
-	crash := func(s *Store) {
-		t.Helper()
-		s.testCrash = true
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	claimed := 0
 	record := func(s *Store, n int) {
 		t.Helper()
@@ -450,7 +443,7 @@ func TestFilterKeptAcrossACrash(t *testing.T) {
 	record(s, 40)
 	WaitFilter(t, s)
 	waitKept(t, path) // the first filter, kept while the writer is idle
-	crash(s)
+	crash(t, s)
 
 	// Quiet never lasts an hour: the fold takes steps beside the commits
 	// only, once the log holds twice its limit, and the filter is not kept
@@ -465,7 +458,7 @@ func TestFilterKeptAcrossACrash(t *testing.T) {
 	if n := keptFilters(t, path); n != 0 {
 		t.Fatalf("the fold's insert into claims left the kept filter (%d rows)", n)
 	}
-	crash(s)
+	crash(t, s)
 
 	s = open(0)
 	loaded(s, false) // nothing to trust: built
@@ -473,7 +466,7 @@ func TestFilterKeptAcrossACrash(t *testing.T) {
 	waitFolded(t, s) // the generation (beside the build, when the fold comes first)
 	waitKept(t, path)
 	record(s, 30) // in the log, after the filter was kept
-	crash(s)
+	crash(t, s)
 
 	s = open(0)
 	loaded(s, true)
@@ -508,12 +501,22 @@ func TestFilterKeptAcrossACrash(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	crash(s)
+	crash(t, s)
 
 	s = open(0)
 	defer s.Close()
 	loaded(s, true)
 	holdsAll(s)
+}
+
+// crash closes s as a crash leaves the file: the filter is not written at
+// the stop.
+func crash(t *testing.T, s *Store) {
+	t.Helper()
+	s.testCrash = true
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitFolded waits until no generation is being folded.
@@ -581,10 +584,7 @@ func TestFilterKeptAnewAfterAFoldDuringIt(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM claims`).Scan(&folded); err != nil || folded == 0 {
 		t.Fatalf("%d claims folded (%v): the test needs a fold", folded, err)
 	}
-	s.testCrash = true
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	crash(t, s)
 	s, err = Open(ctx, path, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -800,7 +800,7 @@ func BenchmarkKeepPart(b *testing.B) {
 						_, err := tx.ExecContext(ctx, `UPDATE claim_fold SET gen_max = gen_max`)
 						return err
 					}
-					_, _, err := s.keepParts(ctx, tx, f, 0, i%n, i%n+1)
+					_, _, err := s.keepParts(ctx, tx, f, 0, 0, i%n, i%n+1)
 					return err
 				})
 				if err != nil {
