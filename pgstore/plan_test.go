@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -364,4 +365,57 @@ func windows(now time.Time, srcs []string, hour, day time.Time) []any {
 	hs, hw := hookwarden.WindowStart(now, hour)
 	ds, dw := hookwarden.WindowStart(now, day)
 	return []any{srcs, hs, hw, ds, dw}
+}
+
+// TestNoParallelWorkers: the store's sessions plan without parallel
+// workers, even where the planner takes them for free (as an estimate
+// gone stale at 10 M claims made it, for --since: docs/performance.md),
+// because each one is a process the server starts for the statement. A
+// URL that asks for workers keeps them: the same plan then gathers.
+func TestNoParallelWorkers(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Database(t)
+	s := open(t, url, Options{})
+	end := seedHistory(t, s, 20000)
+	ctx := context.Background()
+	q, args, _, err := eventsQuery(hookwarden.EventFilter{Since: end.Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathers := func(s *Store) (count int) {
+		t.Helper()
+		var raw []byte
+		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL parallel_setup_cost = 0; SET LOCAL parallel_tuple_cost = 0;
+				SET LOCAL min_parallel_index_scan_size = 0; SET LOCAL min_parallel_table_scan_size = 0`); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&raw)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []struct{ Plan planNode }
+		if err := json.Unmarshal(raw, &plan); err != nil {
+			t.Fatal(err)
+		}
+		var walk func(planNode)
+		walk = func(n planNode) {
+			if strings.HasPrefix(n.NodeType, "Gather") {
+				count++
+			}
+			for _, c := range n.Plans {
+				walk(c)
+			}
+		}
+		walk(plan[0].Plan)
+		return count
+	}
+	if n := gathers(s); n > 0 {
+		t.Errorf("the --since listing gathers from parallel workers (%d Gather nodes)", n)
+	}
+	asks := open(t, url+"&max_parallel_workers_per_gather=2", Options{})
+	if n := gathers(asks); n == 0 {
+		t.Error("a URL with max_parallel_workers_per_gather=2: no Gather in the same plan")
+	}
 }
