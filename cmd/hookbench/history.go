@@ -29,15 +29,18 @@ import (
 
 // historyReport is the history phase's part of the report, for one store.
 type historyReport struct {
-	Store        string    `json:"store"` // sqlite | postgres
-	Claims       int       `json:"claims"`
-	Payloads     int       `json:"payloads"`
-	BuildSeconds float64   `json:"build_seconds"`
-	ReusedFrom   string    `json:"reused_from,omitempty"` // -history-from: no build, BuildSeconds 0
-	IDs          string    `json:"ids"`                   // -history-ids: how new event ids sort, spread | ordered
-	DBBytes      int64     `json:"db_bytes"`              // the file, or pg_database_size
-	Fresh        *storeRun `json:"fresh"`
-	History      *storeRun `json:"history"`
+	Store        string  `json:"store"` // sqlite | postgres
+	Claims       int     `json:"claims"`
+	Payloads     int     `json:"payloads"`
+	BuildSeconds float64 `json:"build_seconds"`
+	ReusedFrom   string  `json:"reused_from,omitempty"` // -history-from: no build, BuildSeconds 0
+	IDs          string  `json:"ids"`                   // -history-ids: how new event ids sort, spread | ordered
+	// SharedBuffers is the PostgreSQL server's shared_buffers
+	// (-history-pg-shared-buffers); empty on SQLite.
+	SharedBuffers string    `json:"shared_buffers,omitempty"`
+	DBBytes       int64     `json:"db_bytes"` // the file, or pg_database_size
+	Fresh         *storeRun `json:"fresh"`
+	History       *storeRun `json:"history"`
 	// Restart is the first 10 s of load after a restart with the file
 	// evicted from the page cache, then the same load once warm.
 	Restart *restartRun `json:"restart,omitempty"`
@@ -295,12 +298,13 @@ func (b *bench) historyPhase(ctx context.Context) error {
 	// every 15 minutes, not requested every ~30 s by PostgreSQL's default
 	// 1 GB max_wal_size at these rates (each one starts the stretch of
 	// full-page images again: the feedback the first rounds measured).
-	// shared_buffers at PostgreSQL's own default, not the test clusters'
+	// shared_buffers at PostgreSQL's own default unless
+	// -history-pg-shared-buffers says otherwise, not the test clusters'
 	// 32 MB: at 32 MB each claim with a random id evicted a page of a
 	// claim index 18 times that size, and the history store measured the
 	// test cluster's buffers.
 	cluster, err := pgtest.Launch(pgtest.Settings{"max_connections": "300", "max_wal_size": "16GB", "checkpoint_timeout": "15min",
-		"shared_buffers":           "'128MB'",
+		"shared_buffers":           "'" + b.o.historySharedBuffers + "'",
 		"shared_preload_libraries": "'pg_stat_statements'", "pg_stat_statements.track": "top"})
 	if err != nil {
 		if pgtest.IsMissing(err) {
@@ -341,7 +345,7 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 		return st, nil
 	}
 	if cluster != nil {
-		h.Store = "postgres"
+		h.Store, h.SharedBuffers = "postgres", o.historySharedBuffers
 	}
 	ids := "new ids in no order (as UUIDs)"
 	if h.IDs == "ordered" {
@@ -349,6 +353,9 @@ func (b *bench) historyRun(ctx context.Context, cluster *pgtest.Cluster) (*histo
 	}
 	b.printf("\n== history (%s): a fresh store against one of %d claims (%d with payloads); %s; 64 conns for %s each\n",
 		h.Store, h.Claims, h.Payloads, ids, o.duration)
+	if h.SharedBuffers != "" {
+		b.printf("  shared_buffers %s\n", h.SharedBuffers)
+	}
 
 	fresh, err := newStore("history-fresh-" + h.Store)
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -97,7 +98,14 @@ type options struct {
 	// (in no order, as UUIDs) or "ordered" (each after the last, as ULIDs
 	// and KSUIDs, which lead with their time).
 	historyIDs string
+	// historySharedBuffers is the history phase's PostgreSQL
+	// shared_buffers (-history-pg-shared-buffers).
+	historySharedBuffers string
 }
+
+// sharedBuffersRe is a PostgreSQL memory size, as -history-pg-shared-buffers
+// takes it into postgresql.conf.
+var sharedBuffersRe = regexp.MustCompile(`^[1-9][0-9]*(kB|MB|GB)$`)
 
 var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "history", "profile"}
 
@@ -136,6 +144,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.historyFrom, "history-from", "", "a SQLite file `hookwarden bench-history --db` wrote, copied for the SQLite history instead of a build (its -history-claims and -history-payloads are the file's)")
 	fs.BoolVar(&o.historyCompacted, "history-compacted", true, "also measure the SQLite history store compacted by `hookwarden backup`, in the same rounds")
 	fs.StringVar(&o.historyIDs, "history-ids", "spread", "how the history phase's new event ids sort: spread (in no order, as UUIDs) or ordered (each after the last, as ULIDs and KSUIDs)")
+	fs.StringVar(&o.historySharedBuffers, "history-pg-shared-buffers", "128MB", "shared_buffers of the history phase's PostgreSQL server (PostgreSQL's default; docs/scale-out.md sizes it for the claim index)")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run")
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err}
@@ -172,6 +181,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.historyIDs != "spread" && o.historyIDs != "ordered" {
 		return nil, usageError{fmt.Errorf("-history-ids %q: want spread or ordered", o.historyIDs)}
+	}
+	if !sharedBuffersRe.MatchString(o.historySharedBuffers) {
+		return nil, usageError{fmt.Errorf("-history-pg-shared-buffers %q: want a size like 128MB or 1GB", o.historySharedBuffers)}
 	}
 	if o.historyFrom != "" {
 		if _, err := os.Stat(o.historyFrom); err != nil {

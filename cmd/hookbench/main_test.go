@@ -25,6 +25,8 @@ func TestParseOptionsRefuses(t *testing.T) {
 		{[]string{"-history-stores", "mysql"}, "-history-stores"},
 		{[]string{"-phases", "history,nope"}, "-phases"},
 		{[]string{"-history-ids", "random"}, "-history-ids"},
+		{[]string{"-history-pg-shared-buffers", "1GB'\nfsync = off"}, "-history-pg-shared-buffers"},
+		{[]string{"-history-pg-shared-buffers", "0MB"}, "-history-pg-shared-buffers"},
 	} {
 		_, err := parseOptions(tc.args, io.Discard)
 		var ue usageError
@@ -50,6 +52,9 @@ func TestParseOptionsHistory(t *testing.T) {
 	// -quick shrinks the history unless the flags say otherwise.
 	if o.historyClaims != 200_000 {
 		t.Errorf("quick history claims %d, want 200000", o.historyClaims)
+	}
+	if o.historySharedBuffers != "128MB" {
+		t.Errorf("history shared_buffers %q, want PostgreSQL's default 128MB", o.historySharedBuffers)
 	}
 	o, err = parseOptions([]string{"-quick", "-history-claims", "10000000"}, io.Discard)
 	if err != nil || o.historyClaims != 10_000_000 || !o.historyCompacted {
