@@ -419,3 +419,69 @@ func TestNoParallelWorkers(t *testing.T) {
 		t.Error("a URL with max_parallel_workers_per_gather=2: no Gather in the same plan")
 	}
 }
+
+// nextDuePlain is what nextDueSQL answers, said plainly: the least, over
+// the destination's pending jobs, of the later of next_at and the lease's
+// end. It reads every pending job.
+const nextDuePlain = `SELECT min(GREATEST(next_at, COALESCE(leased_until, next_at))) FROM jobs
+WHERE destination = $1 AND state = 'pending'`
+
+// TestNextDueReadsTheLeases: with a destination's backlog parked (a fifth
+// of the history, the statistics taken after it, as autovacuum takes them)
+// and some of it leased, the worker's next due time reads the leases and
+// the first job not leased, not the backlog; and it answers what the
+// plain definition does: leases ending before and after the first free
+// job's time, a lease that expired without a finish, all of the backlog
+// leased, none.
+func TestNextDueReadsTheLeases(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.Database(t), Options{})
+	ctx := context.Background()
+	const n = 30000
+	end := seedHistory(t, s, n)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := s.Pool().Exec(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// std/app's newest fifth parked; its 25 oldest in flight until a
+	// minute after the newest event, 5 more until before the first free
+	// job's time.
+	exec(`UPDATE jobs SET state = 'pending' WHERE destination = 'std/app' AND event_ref > $1`, n-n/5*2)
+	exec(`UPDATE jobs SET leased_until = $1 WHERE id IN (SELECT id FROM jobs WHERE destination = 'std/app' AND state = 'pending'
+		ORDER BY next_at LIMIT 25)`, end.Add(time.Minute))
+	exec(`ANALYZE jobs`)
+	checkPlans(t, s, []stmt{{"next due", nextDueSQL, []any{"std/app"}}}, n, "")
+
+	same := func(what string) {
+		t.Helper()
+		for _, dest := range []string{"std/app", "gh/app", "none/app"} {
+			var got, want *time.Time
+			if err := s.Pool().QueryRow(ctx, nextDueSQL, dest).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Pool().QueryRow(ctx, nextDuePlain, dest).Scan(&want); err != nil {
+				t.Fatal(err)
+			}
+			if (got == nil) != (want == nil) || got != nil && !got.Equal(*want) {
+				t.Errorf("%s, %s: next due %v, want %v", what, dest, got, want)
+			}
+		}
+	}
+	same("the oldest leased past the first free job")
+	// A lease ending before the first free job's time: it is the answer.
+	exec(`UPDATE jobs SET leased_until = next_at WHERE id = (SELECT min(job_id) FROM job_leases)`)
+	same("a lease ending at its own time")
+	// A lease that expired without a finish, its job due after it and
+	// before the first free job: the later of the two.
+	exec(`UPDATE jobs SET leased_until = f.u - interval '2 hours', next_at = f.u - interval '1 hour'
+		FROM (SELECT min(next_at) AS u FROM jobs WHERE destination = 'std/app' AND state = 'pending' AND leased_until IS NULL) f
+		WHERE id = (SELECT max(job_id) FROM job_leases)`)
+	same("an expired lease")
+	// Every pending job of std/app leased: no free job to bound them.
+	exec(`UPDATE jobs SET leased_until = next_at + interval '1 second' WHERE destination = 'std/app' AND state = 'pending' AND leased_until IS NULL`)
+	same("the whole backlog leased")
+	exec(`UPDATE jobs SET state = 'delivered', leased_until = NULL WHERE destination = 'std/app'`)
+	same("nothing pending")
+}

@@ -495,15 +495,20 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // nextDueSQL: the earliest time a pending job of the destination becomes
 // due, the later of its next_at and its lease's end. The jobs_due index
-// gives the first job not leased (U, whose time is its next_at); a job due
-// after U's next_at cannot be earlier, so only the jobs before it are
-// looked at, the leased ones: as many as are in flight, not the backlog.
+// gives the first job not leased (U, whose time is its next_at; every
+// entry before it is a leased job); a job not leased cannot be earlier
+// than U, and a leased one counts at the later of its next_at and its
+// lease's end, found through job_leases (schema 12), which holds exactly
+// the pending jobs with a lease: as many as are in flight, not the
+// backlog. (One statement over jobs with next_at <= U, U a parameter the
+// planner cannot see, was planned as a walk of every pending job through
+// jobs_pending_event at 300,000 parked: 105,621 rows filtered out, 127 ms.)
 const nextDueSQL = `
-SELECT min(GREATEST(next_at, COALESCE(leased_until, next_at))) FROM jobs
-WHERE destination = $1 AND state = 'pending' AND next_at <= COALESCE(
+SELECT LEAST(
 	(SELECT next_at FROM jobs WHERE destination = $1 AND state = 'pending' AND leased_until IS NULL
 		ORDER BY next_at LIMIT 1),
-	'infinity'::timestamptz)`
+	(SELECT min(GREATEST(j.next_at, l.leased_until)) FROM job_leases l JOIN jobs j ON j.id = l.job_id
+		WHERE l.destination = $1))`
 
 // NextDue is the earliest due time of a pending job of the destination
 // (ok=false: none), a job in flight counting at its lease's end.
