@@ -426,14 +426,14 @@ func TestNoParallelWorkers(t *testing.T) {
 const nextDuePlain = `SELECT min(GREATEST(next_at, COALESCE(leased_until, next_at))) FROM jobs
 WHERE destination = $1 AND state = 'pending'`
 
-// TestNextDueReadsTheLeases: with a destination's backlog parked (a fifth
-// of the history, the statistics taken after it, as autovacuum takes them)
-// and some of it leased, the worker's next due time reads the leases and
-// the first job not leased, not the backlog; and it answers what the
-// plain definition does: leases ending before and after the first free
-// job's time, a lease that expired without a finish, all of the backlog
-// leased, none.
-func TestNextDueReadsTheLeases(t *testing.T) {
+// TestLeaseReadsReadTheLeases: with a destination's backlog parked (a
+// fifth of the history, the statistics taken after it, as autovacuum takes
+// them) and some of it leased, the worker's next due time and the release
+// of leases at start read the leases and the first job not leased, not the
+// backlog; and the next due time is what the plain definition answers:
+// leases ending before and after the first free job's time, a lease that
+// expired without a finish, all of the backlog leased, none.
+func TestLeaseReadsReadTheLeases(t *testing.T) {
 	t.Parallel()
 	s := open(t, pgtest.Database(t), Options{})
 	ctx := context.Background()
@@ -452,7 +452,8 @@ func TestNextDueReadsTheLeases(t *testing.T) {
 	exec(`UPDATE jobs SET leased_until = $1 WHERE id IN (SELECT id FROM jobs WHERE destination = 'std/app' AND state = 'pending'
 		ORDER BY next_at LIMIT 25)`, end.Add(time.Minute))
 	exec(`ANALYZE jobs`)
-	checkPlans(t, s, []stmt{{"next due", nextDueSQL, []any{"std/app"}}}, n, "")
+	checkPlans(t, s, []stmt{{"next due", nextDueSQL, []any{"std/app"}},
+		{"release leases", releaseSQL, []any{nil, "other", nil, int64(10_000_000)}}}, n, "")
 
 	same := func(what string) {
 		t.Helper()
