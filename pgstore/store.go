@@ -155,12 +155,29 @@ var ErrNewerSchema = errors.New("schema newer than this build")
 // database's schema is older than this build's.
 var ErrOlderSchema = errors.New("schema older than this build")
 
+// noParallel is the session's max_parallel_workers_per_gather, which
+// checkSettings sets on every connection. The store's statements read what
+// their answer needs through indexes, so a parallel plan only appears
+// where an estimate is wrong (a listing on statistics older than the last
+// hour's claims), and then each worker is a process the server starts for
+// the statement: a listing that reads 11 buffers took 28 ms to start two,
+// 44 ms in all against 1.3 ms without (docs/performance.md). A URL that
+// sets it keeps its own value.
+const noParallel = "0"
+
 // checkSettings refuses a connection on which a commit can be answered
-// before it is durable.
+// before it is durable, and sets the session's noParallel.
 func checkSettings(ctx context.Context, c *pgx.Conn) error {
-	var fsync, sync, standbys string
+	// The session's max_parallel_workers_per_gather in the same round trip,
+	// unless the URL gave it. A set_config, not a startup parameter:
+	// PgBouncer refuses a startup parameter it does not track.
+	parallel := "current_setting('max_parallel_workers_per_gather')"
+	if _, ok := c.Config().RuntimeParams["max_parallel_workers_per_gather"]; !ok {
+		parallel = "set_config('max_parallel_workers_per_gather', '" + noParallel + "', false)"
+	}
+	var fsync, sync, standbys, workers string
 	if err := c.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'),
-		current_setting('synchronous_standby_names')`).Scan(&fsync, &sync, &standbys); err != nil {
+		current_setting('synchronous_standby_names'), `+parallel).Scan(&fsync, &sync, &standbys, &workers); err != nil {
 		return fmt.Errorf("read durability settings: %w", err)
 	}
 	switch {
@@ -204,7 +221,6 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	cfg.AfterConnect = checkSettings
-	sessionDefaults(cfg.ConnConfig.RuntimeParams)
 	s := &Store{opts: opts, log: log, address: address(cfg.ConnConfig), listenCfg: cfg.ConnConfig.Copy()}
 	s.health.onCommit = opts.OnCommit
 	s.health.next = opts.tracer // a test's, seeing every statement too
@@ -220,23 +236,6 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.batch = newBatching(s, n)
 	}
 	return s, nil
-}
-
-// noParallel is the session's max_parallel_workers_per_gather. The
-// store's statements read what their answer needs through indexes, so a
-// parallel plan only appears where an estimate is wrong (a listing on
-// statistics older than the last hour's claims), and then each worker is a
-// process the server starts for the statement: a listing that reads 11
-// buffers took 28 ms to start two, 44 ms in all against 1.3 ms without
-// (docs/performance.md). A URL that sets it keeps its own value.
-const noParallel = "0"
-
-// sessionDefaults adds the store's settings to a connection's startup
-// parameters, unless the URL gave them.
-func sessionDefaults(params map[string]string) {
-	if _, ok := params["max_parallel_workers_per_gather"]; !ok {
-		params["max_parallel_workers_per_gather"] = noParallel
-	}
 }
 
 // Path is the database's address (host, port and database name).

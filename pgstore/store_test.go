@@ -206,3 +206,30 @@ func TestCommitLost(t *testing.T) {
 		t.Fatalf("the provider's retry: %+v %v, want accepted", res, err)
 	}
 }
+
+// TestThroughPgBouncer: a store opens, migrates and serves through
+// PgBouncer in session mode, as docs/scale-out.md says it does, with its
+// session settings: PgBouncer refuses a startup parameter it does not
+// track, so they are set on the connection, not sent at its start.
+func TestThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Bouncer(t, pgtest.Database(t))
+	ctx := context.Background()
+	s, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatalf("open through PgBouncer: %v", err)
+	}
+	defer s.Close()
+	var workers string
+	if err := s.Pool().QueryRow(ctx, `SHOW max_parallel_workers_per_gather`).Scan(&workers); err != nil || workers != noParallel {
+		t.Errorf("max_parallel_workers_per_gather through PgBouncer = %q, %v; want %s", workers, err, noParallel)
+	}
+	if _, err := s.Stats(ctx, nil, nil); err != nil {
+		t.Errorf("stats through PgBouncer: %v", err)
+	}
+	ro, err := Open(ctx, url, Options{NoMigrate: true})
+	if err != nil {
+		t.Fatalf("an operator's open through PgBouncer: %v", err)
+	}
+	ro.Close()
+}
