@@ -5,9 +5,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -36,15 +34,9 @@ func Bouncer(tb testing.TB, dbURL string) string {
 	q := u.Query()
 	// PgBouncer refuses to run as root: as the postgres user then, who
 	// owns the cluster's socket directory too.
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		pu, err := user.Lookup("postgres")
-		if err != nil {
-			tb.Fatalf("pgtest: running as root and no postgres user to run pgbouncer as: %v", err)
-		}
-		uid, _ := strconv.Atoi(pu.Uid)
-		gid, _ := strconv.Atoi(pu.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	cred, err := postgresUser("pgbouncer")
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
 	}
 	dir, err := os.MkdirTemp("", "pgbouncer-")
 	if err != nil {

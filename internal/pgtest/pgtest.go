@@ -157,14 +157,11 @@ func startAt(data string, extra ...Settings) (*Cluster, error) {
 	c := &Cluster{bin: bin, dataDir: data}
 	reapOrphans(bin)
 	var uid, gid int = -1, -1
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("%w: running as root and no postgres user to run initdb as (%v)", errMissing, err)
-		}
-		uid, _ = strconv.Atoi(u.Uid)
-		gid, _ = strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if c.cred, err = postgresUser("initdb"); err != nil {
+		return nil, err
+	}
+	if c.cred != nil {
+		uid, gid = int(c.cred.Uid), int(c.cred.Gid)
 	}
 	// Directly under the temporary directory, not t.TempDir(): its parents
 	// are root's, mode 0700, and the postgres user must reach this one.
@@ -252,6 +249,21 @@ func (c *Cluster) data() string {
 
 // Bin is the path of one of the cluster's PostgreSQL programs.
 func (c *Cluster) Bin(prog string) string { return filepath.Join(c.bin, prog) }
+
+// postgresUser is the postgres OS user's credential to run prog as when
+// the tests run as root (initdb and pgbouncer refuse root), nil otherwise.
+func postgresUser(prog string) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("%w: running as root and no postgres user to run %s as (%v)", errMissing, prog, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
 
 // DataDir is the cluster's data directory.
 func (c *Cluster) DataDir() string { return c.data() }
