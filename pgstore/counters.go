@@ -140,20 +140,22 @@ GROUP BY source, hour HAVING sum(accepted) <> 0 OR sum(duplicates) <> 0 ORDER BY
 	return out, nil
 }
 
-// pruneHourly deletes the hourly counts of the hours before the claims
-// cutoff's, as sqlitestore does: they go with the claims they tell of.
+// pruneHourly deletes the hourly counts and the request hours (gaps') of
+// the hours before the claims cutoff's, as sqlitestore does: they go with
+// the claims they tell of.
 func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
 	if opt.DryRun {
 		return nil
 	}
-	err := s.pruneWrite(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM hourly WHERE hour < date_trunc('hour', $1::timestamptz, 'UTC')`, res.ClaimCutoff)
-		return err
+	return s.pruneWrite(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for _, table := range []string{"hourly", "request_hours"} {
+			_, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE hour < date_trunc('hour', $1::timestamptz, 'UTC')`, res.ClaimCutoff)
+			if err != nil {
+				return fmt.Errorf("prune %s: %w", table, err)
+			}
+		}
+		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("prune hourly counts: %w", err)
-	}
-	return nil
 }
 
 // pruneMinutes deletes the counts per minute before before (schema 13):

@@ -161,6 +161,9 @@ func TestCountersFollowRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		full, fullHours := fullCount(t, q.s, now)
+		if !deleted { // raw deletes leave pruned_totals as it was
+			checkRequestHours(t, q.s)
+		}
 		if deleted {
 			// Hourly counts what was recorded: deletes do not move it.
 			if got := countsText(hookwarden.Stats{}, hours); got != hoursBefore {
@@ -244,7 +247,8 @@ func TestCountersFollowRows(t *testing.T) {
 	check("a fold of closed connections' rows", false)
 	var left int
 	if err := q.s.pool.QueryRow(q.ctx, `SELECT (SELECT count(*) FROM counters WHERE shard = ANY($1))
-		+ (SELECT count(*) FROM hourly WHERE shard = ANY($1))`, pids).Scan(&left); err != nil {
+		+ (SELECT count(*) FROM hourly WHERE shard = ANY($1))
+		+ (SELECT count(*) FROM request_hours WHERE shard = ANY($1))`, pids).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != 0 {
@@ -342,8 +346,8 @@ func TestMigration13CountsRecentMinutes(t *testing.T) {
 	rec("e_day", `{"n":1}`)
 	clock = now.Add(-30 * time.Minute)
 	rec("e_hour", `{"n":2}`)
-	// Back to 12 (0013 writes the counting functions anew).
-	if _, err := s.Pool().Exec(ctx, `DROP TABLE minutely; UPDATE schema_version SET version = 12`); err != nil {
+	// Back to 12 (0013 and 0014 write the counting functions anew).
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE request_hours; DROP TABLE minutely; UPDATE schema_version SET version = 12`); err != nil {
 		t.Fatal(err)
 	}
 	clock = now
@@ -365,4 +369,93 @@ func TestMigration13CountsRecentMinutes(t *testing.T) {
 	if err != nil || len(left) != 1 || !left[0].Equal(now.Add(-30*time.Minute).Truncate(time.Minute)) {
 		t.Fatalf("minutes after a pass 3 h on: %v (%v), want e_hour's alone", left, err)
 	}
+}
+
+// checkRequestHours fails unless request_hours (schema 14), shards merged,
+// tells the first and last request of every source and hour that gaps
+// reads: those after the hour of the last request retention deleted
+// (pruned_totals' last_received), from which on every receipt is kept.
+// There the rows match the receipts exactly, with no hour they do not
+// have.
+func checkRequestHours(t *testing.T, s *Store) {
+	t.Helper()
+	rows, err := s.pool.Query(context.Background(), `
+WITH seed AS (SELECT name AS source, date_trunc('hour', at, 'UTC') AS hour FROM pruned_totals WHERE kind = 'last_received'),
+r AS (SELECT source, date_trunc('hour', received_at, 'UTC') AS hour, min(received_at) AS a, max(received_at) AS b FROM receipts GROUP BY 1, 2),
+q AS (SELECT source, hour, min(first_at) AS a, max(last_at) AS b FROM request_hours GROUP BY 1, 2)
+SELECT 'receipts', * FROM (SELECT * FROM r EXCEPT SELECT * FROM q) x
+	WHERE x.hour > COALESCE((SELECT s.hour FROM seed s WHERE s.source = x.source), '-infinity')
+UNION ALL SELECT 'request_hours', * FROM (SELECT * FROM q EXCEPT SELECT * FROM r) y
+	WHERE y.hour > COALESCE((SELECT s.hour FROM seed s WHERE s.source = y.source), '-infinity')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var side, source string
+		var h, a, b time.Time
+		if err := rows.Scan(&side, &source, &h, &a, &b); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("request_hours and receipts differ: %s alone has %s %s first %s last %s", side, source, h.UTC(), a.UTC(), b.UTC())
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMigration14RequestHours: a store of schema 13 gets the first and
+// last request of each source and hour of the receipts it holds when 0014
+// runs (quarantined requests and repeats too), and the trigger keeps them
+// from there on.
+func TestMigration14RequestHours(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Database(t)
+	ctx := context.Background()
+	c := &clock{t: t0}
+	s := open(t, url, Options{Now: c.Now})
+	q := &queue{fixture: &fixture{t: t, s: s}, clock: c, ctx: ctx}
+	for i, step := range []time.Duration{0, time.Minute, 2 * time.Hour, 10 * time.Second, 26 * time.Hour} {
+		c.Add(step)
+		q.recordAt(receipt("std", fmt.Sprint("e", i%3), `{}`), c.Now())
+		q.recordAt(receipt("std", "", `{"no":"id"}`), c.Now().Add(time.Second))
+		q.recordAt(receipt("gh", fmt.Sprint("g", i), `{}`), c.Now().Add(2*time.Second))
+	}
+	// Back to 13 (0014 writes the counting and folding functions anew).
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE request_hours; UPDATE schema_version SET version = 13`); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, url, Options{Now: c.Now}) // migrates
+	q.s = s
+	var hours int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM request_hours`).Scan(&hours); err != nil {
+		t.Fatal(err)
+	}
+	if hours != 6 { // std and gh, each in three hours
+		t.Errorf("request_hours holds %d rows after the upgrade, want 6", hours)
+	}
+	checkRequestHours(t, s)
+	c.Add(time.Hour)
+	q.recordAt(receipt("std", "late", `{}`), c.Now())
+	checkRequestHours(t, s)
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM request_hours`).Scan(&hours); err != nil || hours != 7 {
+		t.Errorf("request_hours holds %d rows after a new hour's request (%v), want 7", hours, err)
+	}
+	// The claims tier takes the hours before its cutoff's with it, as
+	// hourly's; gaps then reads from pruned_totals' last request on.
+	c.Add(25 * time.Hour)
+	res, err := s.Prune(ctx, hookwarden.PruneOptions{Retention: hookwarden.Retention{Payloads: 24 * time.Hour, Claims: 48 * time.Hour}})
+	if err != nil || res.EventsDeleted == 0 {
+		t.Fatalf("claims tier: %+v, %v; want events deleted", res, err)
+	}
+	var before, after int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE hour < date_trunc('hour', $1::timestamptz, 'UTC')),
+		count(*) FILTER (WHERE hour >= date_trunc('hour', $1::timestamptz, 'UTC')) FROM request_hours`, res.ClaimCutoff).
+		Scan(&before, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before != 0 || after == 0 {
+		t.Errorf("after the claims tier (cutoff %v): %d request hours before the cutoff's, %d after; want 0 and some", res.ClaimCutoff, before, after)
+	}
+	checkRequestHours(t, s)
 }

@@ -134,7 +134,7 @@ func (s *Store) FillHistory(ctx context.Context, h hookwarden.History, progress 
 	if err := s.foldAllCounts(ctx); err != nil {
 		return fmt.Errorf("fill history: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) events, receipts, jobs, attempts, counters, hourly, minutely, pruned_totals`); err != nil {
+	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) events, receipts, jobs, attempts, counters, hourly, minutely, request_hours, pruned_totals`); err != nil {
 		return fmt.Errorf("fill history: vacuum: %w", err)
 	}
 	return nil
@@ -212,6 +212,13 @@ SELECT source, hour, 0, sum(accepted), sum(duplicates), min(first_ref) FROM g GR
 ON CONFLICT (source, hour, shard) DO UPDATE SET accepted = hourly.accepted + excluded.accepted,
 	duplicates = hourly.duplicates + excluded.duplicates, first_ref = LEAST(hourly.first_ref, excluded.first_ref)`); err != nil {
 			return fmt.Errorf("fold hourly counts: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `WITH g AS (DELETE FROM request_hours WHERE shard <> 0 RETURNING source, hour, first_at, last_at)
+INSERT INTO request_hours (source, hour, shard, first_at, last_at)
+SELECT source, hour, 0, min(first_at), max(last_at) FROM g GROUP BY source, hour
+ON CONFLICT (source, hour, shard) DO UPDATE SET first_at = LEAST(request_hours.first_at, excluded.first_at),
+	last_at = GREATEST(request_hours.last_at, excluded.last_at)`); err != nil {
+			return fmt.Errorf("fold request hours: %w", err)
 		}
 		return nil
 	})

@@ -158,6 +158,7 @@ func TestOperatorReadPlans(t *testing.T) {
 		stmt{"silences: first and last request", requestBoundsSQL, []any{"std", end.Add(-7 * 24 * time.Hour)}},
 		stmt{"silences: the walk", requestGapsSQL, []any{"std", end.Add(-7 * 24 * time.Hour), time.Hour}},
 		stmt{"silences: the walk of a rare source", requestGapsSQL, []any{"rare", end.Add(-7 * 24 * time.Hour), time.Hour}},
+		stmt{"silences: the request hours", requestHoursSQL, []any{"std", end.Add(-7 * 24 * time.Hour).Truncate(time.Hour)}},
 	)
 	checkPlans(t, s, stmts, n, "")
 

@@ -227,12 +227,12 @@ const requestBoundsSQL = `SELECT
 
 // requestGaps calls add for every gap longer than p.ExpectWithin between
 // consecutive requests of p's source received at or after from (nil: all),
-// and returns the first and last of them (zero: none), as sqlitestore does:
-// it jumps on the (source, received_at) index rather than read each
-// request. From a request at a, no gap up to the last request within
-// expect_within of a can be a silence; when there is none, the next request
-// ends one. The cost follows the window divided by expect_within (168
-// steps for 7 days at an hour), not the traffic.
+// and returns the first and last of them (zero: none), as sqlitestore does.
+// It never reads each request: with expect_within an hour or more it reads
+// a row an hour of the window (requestGapsByHour); under an hour it jumps
+// on the (source, received_at) index (requestGapsWalk), a step per
+// expect_within; only a window of more than maxGapSeeks expect_within
+// reads every request.
 func requestGaps(ctx context.Context, tx pgx.Tx, p hookwarden.SourcePolicy, from *time.Time, now time.Time,
 	add func(start, end time.Time, open bool)) (first, last time.Time, err error) {
 	var f, l *time.Time
@@ -240,19 +240,83 @@ func requestGaps(ctx context.Context, tx pgx.Tx, p hookwarden.SourcePolicy, from
 		return first, last, err
 	}
 	first, last = f.UTC(), l.UTC()
+	if p.ExpectWithin >= time.Hour {
+		ok, err := requestGapsByHour(ctx, tx, p, first, add)
+		if err != nil || ok {
+			return first, last, err
+		}
+	}
 	if now.Sub(first)/max(p.ExpectWithin, time.Microsecond) > maxGapSeeks {
 		return first, last, requestGapsByRow(ctx, tx, p, first, add)
 	}
+	return first, last, requestGapsWalk(ctx, tx, p, first, add)
+}
+
+// requestHoursSQL: the first and last request of source $1 in each hour
+// from $2's on (request_hours, schema 14), the shards not yet folded
+// merged.
+const requestHoursSQL = `SELECT hour, min(first_at), max(last_at) FROM request_hours
+WHERE source = $1 AND hour >= $2 GROUP BY hour ORDER BY hour`
+
+// requestGapsByHour is requestGaps for an expect_within of an hour or
+// more, on request_hours: no silence that long fits inside a clock hour,
+// so the gaps that can be silences are those between one hour's last
+// request and the next hour's first, a row an hour of the window. first
+// is the window's first request; only the last request of its hour counts,
+// as that hour's row may remember requests before the window that
+// retention has deleted since (see silences). ok is false when the table
+// does not tell first's hour (an hour retention.claims deleted while its
+// receipts stay), and nothing was added: the caller walks the receipts.
+func requestGapsByHour(ctx context.Context, tx pgx.Tx, p hookwarden.SourcePolicy, first time.Time,
+	add func(start, end time.Time, open bool)) (ok bool, err error) {
+	hour := first.Truncate(time.Hour)
+	rows, err := tx.Query(ctx, requestHoursSQL, p.Name, hour)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	prev := first
+	for rows.Next() {
+		var h, a, b time.Time
+		if err := rows.Scan(&h, &a, &b); err != nil {
+			return false, err
+		}
+		if !ok {
+			// first's own hour, or the table missed first.
+			if !h.Equal(hour) || a.After(first) || b.Before(first) {
+				return false, nil
+			}
+			ok = true
+			if b.After(prev) {
+				prev = b.UTC()
+			}
+			continue
+		}
+		if a.Sub(prev) > p.ExpectWithin {
+			add(prev, a.UTC(), false)
+		}
+		prev = b.UTC()
+	}
+	return ok, rows.Err()
+}
+
+// requestGapsWalk is requestGaps' jump along receipts_source_time from the
+// window's first request: from a request at a, the last request within
+// (a, a+expect_within] is one seek and no gap before it can be a silence;
+// when there is none, the next request ends one. The cost follows the
+// window divided by expect_within, not the traffic.
+func requestGapsWalk(ctx context.Context, tx pgx.Tx, p hookwarden.SourcePolicy, first time.Time,
+	add func(start, end time.Time, open bool)) error {
 	rows, err := tx.Query(ctx, requestGapsSQL, p.Name, first, p.ExpectWithin)
 	if err != nil {
-		return first, last, err
+		return err
 	}
 	defer rows.Close()
 	var prev time.Time
 	for rows.Next() {
 		var t time.Time
 		if err := rows.Scan(&t); err != nil {
-			return first, last, err
+			return err
 		}
 		t = t.UTC()
 		if !prev.IsZero() && t.Sub(prev) > p.ExpectWithin {
@@ -260,7 +324,7 @@ func requestGaps(ctx context.Context, tx pgx.Tx, p hookwarden.SourcePolicy, from
 		}
 		prev = t
 	}
-	return first, last, rows.Err()
+	return rows.Err()
 }
 
 // requestGapsSQLByRow: LAG over the (source, received_at) index from $2,

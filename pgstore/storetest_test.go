@@ -20,6 +20,7 @@ func TestConformance(t *testing.T) {
 		},
 		RefuseJobs: refuseJobs,
 		FullCount: func(t *testing.T, s storetest.Store, now time.Time) (storetest.Stats, map[string][]storetest.HourCount) {
+			checkRequestHours(t, s.(*Store))
 			return fullCount(t, s.(*Store), now)
 		},
 		FillHistory: func(t *testing.T, s storetest.Store, h hookwarden.History) error {

@@ -36,9 +36,9 @@ import (
 // serve's claims filter as it kept it: the destination's serve builds its
 // own.
 //
-// request_hours (SQLite's schema 18), the first and last request of each
-// source and hour, is kept by a trigger on receipts: the destination's
-// fills it as the copy writes them.
+// request_hours (SQLite's schema 18, PostgreSQL's 14), the first and last
+// request of each source and hour, is kept by a trigger on receipts: the
+// destination's fills it as the copy writes them.
 var derived = map[string]bool{"counters": true, "hourly": true, "job_leases": true, "minutely": true,
 	"claims_log": true, "claims": true, "claim_levels": true, "claim_fold": true, "claims_filter": true,
 	"claims_filter_parts": true, "request_hours": true}
