@@ -456,13 +456,37 @@ WITH RECURSIVE pairs(event_type, n) AS (
 SELECT $2, event_type FROM pairs`
 )
 
+// sourcesSQL lists every source with events: each has a count row of
+// kind accepted in counters whose sum is its events (a few rows a source;
+// one of a source with none left may stay until the fold, and its pair
+// then finds nothing).
+const sourcesSQL = `SELECT DISTINCT name FROM counters WHERE kind = 'accepted' ORDER BY name`
+
 // typePairs lists the (source, type) pairs of events that f's source and
-// type match (typePairsSQL). nil: more than maxTypePairs pairs, or more
-// than twice as many seeks.
+// type match. An exact type pairs with f's source, or with each source of
+// the counters (sourcesSQL): no walk of the pairs, which took a seek per
+// pair of the whole store (9.9 ms of a CLI read at 10 M claims, a cold
+// backend). A prefix, or no type, walks them (typePairsSQL). nil: more
+// than maxTypePairs pairs, or more than twice as many seeks.
 func typePairs(ctx context.Context, tx pgx.Tx, f hookwarden.EventFilter) ([][2]string, error) {
 	prefix, isPrefix := strings.CutSuffix(f.Type, "*")
-	if f.Source != "" && f.Type != "" && !isPrefix {
-		return [][2]string{{f.Source, f.Type}}, nil
+	if f.Type != "" && !isPrefix {
+		if f.Source != "" {
+			return [][2]string{{f.Source, f.Type}}, nil
+		}
+		rows, err := tx.Query(ctx, sourcesSQL)
+		if err != nil {
+			return nil, err
+		}
+		sources, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(sources) > maxTypePairs {
+			return nil, err
+		}
+		pairs := make([][2]string, 0, len(sources))
+		for _, src := range sources {
+			pairs = append(pairs, [2]string{src, f.Type})
+		}
+		return pairs, nil
 	}
 	seeks := 2*maxTypePairs + 1
 	q, args := typePairsSQL, []any{seeks}

@@ -151,6 +151,7 @@ func TestOperatorReadPlans(t *testing.T) {
 	srcs := []string{"std", "gh", "rare"}
 	stmts = append(stmts,
 		stmt{"pairs of all sources", typePairsSQL, []any{2*maxTypePairs + 1}},
+		stmt{"sources with events", sourcesSQL, nil},
 		stmt{"pairs of a source", typeOfSourcePairsSQL, []any{2*maxTypePairs + 1, "std", "t."}},
 		stmt{"recent counts", recentCountsSQL, windows(end, srcs, hour, day)},
 		stmt{"recent counts on the hour", recentCountsSQL, windows(end, srcs, end.Truncate(time.Hour), end.Truncate(time.Hour).Add(-24*time.Hour))},
@@ -486,4 +487,49 @@ func TestLeaseReadsReadTheLeases(t *testing.T) {
 	same("the whole backlog leased")
 	exec(`UPDATE jobs SET state = 'delivered', leased_until = NULL WHERE destination = 'std/app'`)
 	same("nothing pending")
+}
+
+// TestExactTypeSkipsThePairsWalk: a listing of one exact type over every
+// source pairs it with the sources of the counters and never walks the
+// store's (source, type) pairs (a seek per pair of the whole store, 9.9 ms
+// of a CLI read at 10 M claims); the page is the same as a listing of each
+// source's pair.
+func TestExactTypeSkipsThePairsWalk(t *testing.T) {
+	t.Parallel()
+	trace := &statementLog{}
+	c := &clock{t: t0}
+	s := open(t, pgtest.Database(t), Options{Now: c.Now, tracer: trace})
+	q := &queue{fixture: &fixture{t: t, s: s}, clock: c, ctx: context.Background()}
+	var want []string
+	for i := range 90 {
+		c.Add(time.Second)
+		src := []string{"std", "gh", "sg"}[i/30]
+		r := receipt(src, fmt.Sprint("e", i), "{}")
+		r.Events[0].Type = fmt.Sprint("t.", i%30)
+		q.record(r)
+		if i%30 == 7 {
+			want = append([]string{src + "/" + r.Events[0].ID}, want...)
+		}
+	}
+	trace.mu.Lock()
+	trace.list = nil
+	trace.mu.Unlock()
+	items, _, err := s.ListEvents(q.ctx, hookwarden.EventFilter{Type: "t.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range items {
+		got = append(got, it.Source+"/"+it.EventID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events of type t.7: %v, want %v", got, want)
+	}
+	trace.mu.Lock()
+	defer trace.mu.Unlock()
+	for _, st := range trace.list {
+		if strings.Contains(st.sql, "WITH RECURSIVE pairs") {
+			t.Errorf("an exact type walked the pairs: %s", st.sql)
+		}
+	}
 }
