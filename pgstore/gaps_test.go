@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden"
-	"github.com/hookwarden/hookwarden/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -98,11 +96,7 @@ func TestRequestGapsJumpsAsRowsSay(t *testing.T) {
 // the first request's hour (retention deleted it while its receipts stay)
 // it walks too, with the same answer.
 func TestRequestGapsReadsTheHours(t *testing.T) {
-	t.Parallel()
-	trace := &statementLog{}
-	c := &clock{t: t0}
-	s := open(t, pgtest.Database(t), Options{Now: c.Now, tracer: trace})
-	q := &queue{fixture: &fixture{t: t, s: s}, clock: c, ctx: context.Background()}
+	q, trace := tracedQueue(t)
 	at := t0
 	for i := range 48 {
 		at = at.Add(time.Duration(1+i%3) * time.Hour)
@@ -110,9 +104,7 @@ func TestRequestGapsReadsTheHours(t *testing.T) {
 	}
 	gaps := func(e time.Duration) (string, string) {
 		t.Helper()
-		trace.mu.Lock()
-		trace.list = nil
-		trace.mu.Unlock()
+		trace.reset()
 		p := hookwarden.SourcePolicy{Name: "stripe", ExpectWithin: e}
 		var out []string
 		err := q.s.snapshot(q.ctx, func(tx pgx.Tx) error {
@@ -127,13 +119,11 @@ func TestRequestGapsReadsTheHours(t *testing.T) {
 			t.Fatal(err)
 		}
 		way := "neither"
-		trace.mu.Lock()
-		defer trace.mu.Unlock()
-		for _, st := range trace.list {
+		for _, sql := range trace.sqls() {
 			switch {
-			case strings.Contains(st.sql, "FROM request_hours"):
+			case strings.Contains(sql, "FROM request_hours"):
 				way = "hours"
-			case strings.Contains(st.sql, "WITH RECURSIVE walk"):
+			case strings.Contains(sql, "WITH RECURSIVE walk"):
 				way = "walk"
 			}
 		}

@@ -415,6 +415,24 @@ func (s *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 
 func (s *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// reset forgets the statements logged so far.
+func (s *statementLog) reset() {
+	s.mu.Lock()
+	s.list = nil
+	s.mu.Unlock()
+}
+
+// sqls is the text of the statements logged since the last reset.
+func (s *statementLog) sqls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.list))
+	for i, st := range s.list {
+		out[i] = st.sql
+	}
+	return out
+}
+
 // blocks runs each statement again under EXPLAIN (ANALYZE, BUFFERS), in a
 // transaction rolled back, and adds up the shared buffers they touched:
 // the pages a pass reads, whatever the clock and the cache say.

@@ -48,6 +48,15 @@ func setupQueue(t *testing.T) *queue {
 	return &queue{fixture: &fixture{t: t, s: s}, clock: c, ctx: context.Background()}
 }
 
+// tracedQueue is setupQueue's store with every statement it runs logged.
+func tracedQueue(t *testing.T) (*queue, *statementLog) {
+	t.Parallel()
+	trace := &statementLog{}
+	c := &clock{t: t0}
+	s := open(t, pgtest.Database(t), Options{Now: c.Now, tracer: trace})
+	return &queue{fixture: &fixture{t: t, s: s}, clock: c, ctx: context.Background()}, trace
+}
+
 // add records event id of source with body, received now, for dests.
 func (q *queue) add(source, id, body string, dests ...string) {
 	q.t.Helper()
