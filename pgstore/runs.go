@@ -286,10 +286,7 @@ func requestGapsByHour(ctx context.Context, tx pgx.Tx, p hookwarden.SourcePolicy
 			if !h.Equal(hour) || a.After(first) || b.Before(first) {
 				return false, nil
 			}
-			ok = true
-			if b.After(prev) {
-				prev = b.UTC()
-			}
+			ok, prev = true, b.UTC() // b is at or after first: the row holds it
 			continue
 		}
 		if a.Sub(prev) > p.ExpectWithin {

@@ -175,9 +175,9 @@ func checkSettings(ctx context.Context, c *pgx.Conn) error {
 	if _, ok := c.Config().RuntimeParams["max_parallel_workers_per_gather"]; !ok {
 		parallel = "set_config('max_parallel_workers_per_gather', '" + noParallel + "', false)"
 	}
-	var fsync, sync, standbys, workers string
+	var fsync, sync, standbys string
 	if err := c.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'),
-		current_setting('synchronous_standby_names'), `+parallel).Scan(&fsync, &sync, &standbys, &workers); err != nil {
+		current_setting('synchronous_standby_names'), `+parallel).Scan(&fsync, &sync, &standbys, new(string)); err != nil {
 		return fmt.Errorf("read durability settings: %w", err)
 	}
 	switch {
