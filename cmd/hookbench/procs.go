@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/hookwarden/hookwarden/internal/loopback"
 	"github.com/hookwarden/hookwarden/internal/metrics"
 )
 
@@ -35,19 +35,12 @@ type server struct {
 	cpu0      float64
 }
 
-// freePort returns a loopback address that was free a moment ago. Another
-// socket may take it before the child binds it (the load generator's
-// outgoing connections draw their ports from the same range), so
+// freePort returns a loopback address that was free a moment ago, below the
+// range the load generator's outgoing connections draw their ports from.
+// Another process may still take it before the child binds it, so
 // startHookwarden retries on a bind refused. A variable so that tests can
 // hand out a taken port.
-var freePort = func() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+var freePort = loopback.Addr
 
 // children are killed when the harness stops, however it stops.
 var children = map[*server]bool{}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookwarden/hookwarden/internal/loopback"
 	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
 
@@ -43,16 +43,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freeAddr returns a loopback address that was free a moment ago; the child
-// binds it again after each restart.
+// freeAddr returns a loopback address that was free a moment ago, outside
+// the range outgoing connections draw from; the child binds it again after
+// each restart.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // child is a `hookwarden serve` process.

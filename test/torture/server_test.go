@@ -3,7 +3,6 @@ package torture
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/hookwarden/hookwarden/internal/loopback"
 	"github.com/hookwarden/hookwarden/internal/metrics"
 )
 
@@ -124,15 +124,15 @@ sources:
 	return s
 }
 
-// freeAddr returns a loopback address that was free a moment ago.
+// freeAddr returns a loopback address that was free a moment ago, outside
+// the range outgoing connections draw from.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func (s *server) url() string { return "http://" + s.hook + "/hooks/" + sourceName }
