@@ -179,6 +179,17 @@ func TestCheck(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `ALTER DATABASE `+dbName(url)+` RESET synchronous_commit`); err != nil {
 		t.Fatal(err)
 	}
+	// A role that may not read the version gets an error, not version 0:
+	// an empty database, which serve would set about creating.
+	role := "noread_" + dbName(url)
+	if _, err := s.Pool().Exec(ctx, `CREATE ROLE `+role+` LOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = s.Pool().Exec(context.Background(), `DROP ROLE `+role) })
+	noread := strings.Replace(url, "postgres://postgres@", "postgres://"+role+"@", 1)
+	if v, err := Check(ctx, noread, 5*time.Second); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("check by a role that may not read schema_version: %d %v, want permission denied", v, err)
+	}
 	if _, err := s.Pool().Exec(ctx, `UPDATE schema_version SET version = 99`); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/hookwarden/hookwarden/internal/migrations"
 )
@@ -107,13 +108,17 @@ func newerSchema(address string, cur, want int) error {
 		address, cur, want, ErrNewerSchema)
 }
 
-// schemaVersion reads the version of the schema (0: none yet).
+// schemaVersion reads the version of the schema (0: none yet). One
+// statement, not a look-up of the table first: every CLI command opens the
+// store, and on a new backend each statement costs a round trip and its
+// catalogue reads. Callers hold no transaction, so the error of a missing
+// table aborts nothing.
 func schemaVersion(ctx context.Context, c *pgx.Conn) (int, error) {
-	var exists bool
-	if err := c.QueryRow(ctx, `SELECT to_regclass('schema_version') IS NOT NULL`).Scan(&exists); err != nil || !exists {
-		return 0, err
-	}
 	var v int
 	err := c.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+		return 0, nil
+	}
 	return v, err
 }
