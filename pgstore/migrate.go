@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,13 +21,16 @@ func loadMigrations() ([]migrations.Migration, error) {
 	return migrations.Load(migrationFS, "migrations")
 }
 
-// SchemaVersion is the schema version this build writes.
+// SchemaVersion is the schema version this build writes: how many
+// migrations it embeds (loadMigrations checks they are numbered 1 to n).
+// It counts their names without reading them: every operator command asks,
+// some more than once.
 func SchemaVersion() int {
-	ms, err := loadMigrations()
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
 		return 0
 	}
-	return len(ms)
+	return len(names)
 }
 
 // migrateLock is the session advisory lock that serializes migrations of
@@ -36,10 +40,6 @@ const migrateLock int64 = 0x686f6f6b77617264
 // migrate brings the schema forward under the advisory lock, one
 // transaction per migration with its version; it refuses a newer schema.
 func (s *Store) migrate(ctx context.Context) error {
-	ms, err := loadMigrations()
-	if err != nil {
-		return err
-	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		var se *SettingError
@@ -50,7 +50,11 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	defer conn.Release()
 	if s.opts.NoMigrate {
-		return s.checkVersion(ctx, conn.Conn(), len(ms))
+		return s.checkVersion(ctx, conn.Conn(), SchemaVersion())
+	}
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
 		return fmt.Errorf("migrate %s: take the migration lock: %w", s.address, err)
