@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/pgtest"
 )
@@ -41,20 +43,19 @@ type queue struct {
 	ctx   context.Context
 }
 
-func setupQueue(t *testing.T) *queue {
-	t.Parallel()
-	c := &clock{t: t0}
-	s := open(t, pgtest.Database(t), Options{Now: c.Now})
-	return &queue{fixture: &fixture{t: t, s: s}, clock: c, ctx: context.Background()}
-}
+func setupQueue(t *testing.T) *queue { return newQueue(t, nil) }
 
 // tracedQueue is setupQueue's store with every statement it runs logged.
 func tracedQueue(t *testing.T) (*queue, *statementLog) {
-	t.Parallel()
 	trace := &statementLog{}
+	return newQueue(t, trace), trace
+}
+
+func newQueue(t *testing.T, tracer pgx.QueryTracer) *queue {
+	t.Parallel()
 	c := &clock{t: t0}
-	s := open(t, pgtest.Database(t), Options{Now: c.Now, tracer: trace})
-	return &queue{fixture: &fixture{t: t, s: s}, clock: c, ctx: context.Background()}, trace
+	s := open(t, pgtest.Database(t), Options{Now: c.Now, tracer: tracer})
+	return &queue{fixture: &fixture{t: t, s: s}, clock: c, ctx: context.Background()}
 }
 
 // add records event id of source with body, received now, for dests.
