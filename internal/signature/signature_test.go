@@ -23,6 +23,7 @@ const (
 	stripeBody = `{"id":"evt_1","type":"invoice.paid"}`
 	formBody   = "MessageSid=SM1&MessageStatus=delivered&To=%2B15551234567"
 	twilioURL  = "https://hooks.example.com/hooks/twilio?src=a"
+	metaBody   = `{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{"messages":[{"id":"wamid.1","type":"text"}]}}]}]}`
 )
 
 // testKey is a throwaway SendGrid-style key pair: only the public half is
@@ -89,6 +90,8 @@ func schemeCases(tb testing.TB, secrets func(i int) string) map[string]schemeCas
 		"postmark": {p: Params{Scheme: "postmark", Secrets: []string{"user:" + secrets(0)}}, body: `{"RecordType":"Delivery","MessageID":"m1"}`},
 		"hmac":     {p: Params{Scheme: "hmac", Secrets: sec(1), HMAC: genericHMAC}, body: stripeBody, ts: true},
 		"none":     {p: Params{Scheme: "none"}, body: stripeBody},
+		// The messaging platforms (issue 47).
+		"meta": {p: Params{Scheme: "meta", Secrets: sec(1)}, body: metaBody},
 	}
 }
 
