@@ -2,10 +2,12 @@ package signature
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -241,6 +243,30 @@ func TestMailgunReplayedToken(t *testing.T) {
 func checkHandshake(t *testing.T, v vector) {
 	t.Helper()
 	switch v.Name() {
+	case "x/crc_response":
+		q, err := url.ParseQuery(v.Query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := `{"response_token":"` + XCRCResponseToken(v.secrets(t)[0], q.Get("crc_token")) + `"}`
+		if got != v.Response.Body {
+			t.Errorf("CRC answer %s, want %s", got, v.Response.Body)
+		}
+	case "ed25519/rfc8032_test1":
+		keys, err := ed25519Keys(v.secrets(t), hex.DecodeString)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig, err := hex.DecodeString(v.Headers["signature_hex"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ed25519Match(keys, sig, []byte(v.Body)) {
+			t.Error("RFC 8032 TEST 1 does not verify")
+		}
+		if ed25519Match(keys, sig, []byte("x")) {
+			t.Error("RFC 8032 TEST 1 signature verifies another message")
+		}
 	case "meta/verify_get_handshake", "meta/verify_get_wrong_token", "msgraph/validation_token":
 		t.Skip("answered by the receiver, before verification")
 	default:
