@@ -109,6 +109,8 @@ func schemeCases(tb testing.TB, secrets func(i int) string) map[string]schemeCas
 		"telegram": {p: Params{Scheme: "telegram", Secrets: []string{telegramKey(secrets(0))}}, body: `{"update_id":1,"message":{"text":"hi"}}`, keyOf: telegramKey},
 		"line":     {p: Params{Scheme: "line", Secrets: sec(1)}, body: `{"destination":"U1","events":[{"type":"message","webhookEventId":"01H"}]}`},
 		"x":        {p: Params{Scheme: "x", Secrets: sec(1)}, body: `{"for_user_id":"1","tweet_create_events":[{"id_str":"2"}]}`},
+		"zoom":     {p: Params{Scheme: "zoom", Secrets: sec(1)}, body: `{"event":"meeting.started","event_ts":1,"payload":{"object":{"uuid":"u"}}}`, ts: true},
+		"viber":    {p: Params{Scheme: "viber", Secrets: sec(1)}, body: `{"event":"message","message_token":5}`},
 		"graph":    {p: Params{Scheme: "graph", Secrets: sec(1)}, body: `{"value":[{"id":"n1","changeType":"created"},{"changeType":"updated"}]}`},
 	}
 	for name := range all {
