@@ -111,6 +111,9 @@ func schemeCases(tb testing.TB, secrets func(i int) string) map[string]schemeCas
 		"x":        {p: Params{Scheme: "x", Secrets: sec(1)}, body: `{"for_user_id":"1","tweet_create_events":[{"id_str":"2"}]}`},
 		"zoom":     {p: Params{Scheme: "zoom", Secrets: sec(1)}, body: `{"event":"meeting.started","event_ts":1,"payload":{"object":{"uuid":"u"}}}`, ts: true},
 		"viber":    {p: Params{Scheme: "viber", Secrets: sec(1)}, body: `{"event":"message","message_token":5}`},
+		"vonage":   {p: Params{Scheme: "vonage", Secrets: sec(1)}, body: `{"message_uuid":"m1","message_type":"text"}`, ts: true},
+		"intercom": {p: Params{Scheme: "intercom", Secrets: sec(1)}, body: `{"type":"notification_event","id":"notif_1","topic":"ping"}`},
+		"zendesk":  {p: Params{Scheme: "zendesk", Secrets: sec(1)}, body: `{"id":"z1","type":"zen:event-type:user.created"}`},
 		"graph":    {p: Params{Scheme: "graph", Secrets: sec(1)}, body: `{"value":[{"id":"n1","changeType":"created"},{"changeType":"updated"}]}`},
 	}
 	for name := range all {
