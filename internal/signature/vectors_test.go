@@ -101,9 +101,9 @@ func (v vector) wantErr() error {
 		return ErrMissing
 	case v.Case == "v0_only":
 		return ErrMalformed
-	// Not hex (Discord signs in hex), or a JWT algorithm other than HS256:
-	// refused before any key is tried.
-	case v.Case == "base64_signature", v.Case == "alg_none":
+	// Not hex (Discord signs in hex), a JWT algorithm other than HS256, or
+	// another prefix than Intercom's sha1=: refused before any key is tried.
+	case v.Case == "base64_signature", v.Case == "alg_none", v.Case == "sha256_instead":
 		return ErrMalformed
 	}
 	return ErrMismatch
