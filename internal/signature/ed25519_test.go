@@ -25,9 +25,6 @@ func TestEd25519Schemes(t *testing.T) {
 	} {
 		t.Run(tc.scheme, func(t *testing.T) {
 			t.Parallel()
-			if _, ok := PresetFor(tc.scheme); !ok {
-				t.Skip("not built yet")
-			}
 			pubA, privA, _ := ed25519.GenerateKey(rand.Reader)
 			pubB, privB, _ := ed25519.GenerateKey(rand.Reader)
 			_, privC, _ := ed25519.GenerateKey(rand.Reader)
