@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -79,5 +83,111 @@ func TestPresetDefaultsExtractIDAndType(t *testing.T) {
 	dbOf(a.Store).QueryRow(`SELECT count(*) FROM receipts WHERE headers LIKE '%Basic%'`).Scan(&n)
 	if n != 0 {
 		t.Fatal("an Authorization header was stored")
+	}
+}
+
+// The messaging presets (issue 47), each configured with only name, scheme,
+// secrets and a destination: a request signed as the platform signs it
+// passes the door, one with a wrong signature or none is refused 401 and
+// nothing is stored. Where a request carries one event, the preset finds its
+// id and type. The batch platforms (meta, line, x, graph) are split into
+// events by the receiver; until then a batch whose top level holds no id is
+// quarantined, never refused. Telegram's secret token never rests in the
+// database.
+func TestMessagingPresetsAtTheDoor(t *testing.T) {
+	app := newSink(t)
+	db := filepath.Join(t.TempDir(), "hw.db")
+	discordPub, discordKey, _ := ed25519.GenerateKey(rand.Reader)
+	telnyxPub, telnyxKey, _ := ed25519.GenerateKey(rand.Reader)
+	edKeys := map[string]ed25519.PrivateKey{"discord": discordKey, "telnyx": telnyxKey}
+	cases := []struct {
+		scheme, secret, body string
+		wantID, wantType     string // "": a batch, quarantined until split
+	}{
+		{"meta", "meta-app-secret", `{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{"messages":[{"id":"wamid.A","type":"text","text":{"body":"Jos\u00e9"}}]}}]}]}`, "", ""},
+		{"telegram", "tg_Secret-Token_0123", "{\"update_id\":123456789,\n\"message\":{\"message_id\":42,\"date\":1700000000,\"text\":\"hi\"}}", "123456789", ""},
+		{"line", "line-channel-secret", `{"destination":"U1","events":[{"type":"message","webhookEventId":"01HF0JRA8N2X4ZQ7Y0B6W1T3C5"}]}`, "", ""},
+		{"discord", hex.EncodeToString(discordPub), `{"id":"787053080478613555","type":2,"data":{"name":"ping"},"token":"t"}`, "787053080478613555", "2:ping"},
+		{"x", "x-consumer-secret", `{"for_user_id":"1","tweet_create_events":[{"id_str":"1724567890123456789"}]}`, "", ""},
+		{"graph", "SecretClientState", `{"value":[{"id":"n1","changeType":"created","resource":"Users/u1"}]}`, "", ""},
+		{"zoom", "zoom-secret-token", `{"event":"meeting.started","event_ts":1700000000123,"payload":{"object":{"uuid":"4444AAAi=="}}}`, "meeting.started:1700000000123:4444AAAi==", "meeting.started"},
+		{"viber", "viber-bot-token", `{"event":"message","timestamp":1700000000123,"message_token":5741311803571721087}`, "message:5741311803571721087", "message"},
+		{"vonage", "vonage-signature-secret", `{"message_uuid":"aaaa-bbbb","status":"delivered"}`, "aaaa-bbbb:delivered", "delivered"},
+		{"telnyx", base64.StdEncoding.EncodeToString(telnyxPub), `{"data":{"id":"b301ed3f","event_type":"message.received"},"meta":{"attempt":1}}`, "b301ed3f", "message.received"},
+		{"intercom", "intercom-client-secret", `{"type":"notification_event","id":"notif_1","topic":"contact.user.created"}`, "notif_1", "contact.user.created"},
+		{"zendesk", "dGhpc19zZWNyZXQ=", `{"id":"2b6c4a2b","type":"zen:event-type:user.created"}`, "2b6c4a2b", "zen:event-type:user.created"},
+	}
+	doc := fmt.Sprintf("listen: \"127.0.0.1:0\"\nadmin: { listen: \"127.0.0.1:0\" }\ndatabase: { path: %q }\nsources:\n", db)
+	for _, c := range cases {
+		doc += fmt.Sprintf("  - name: %s\n    scheme: %s\n    secrets: [%q]\n    destinations: [{ name: app, url: %q }]\n",
+			c.scheme, c.scheme, c.secret, app.URL)
+	}
+	a := startAppYAML(t, doc, db)
+	count := func(scheme string) (n int) {
+		dbOf(a.Store).QueryRow(`SELECT count(*) FROM receipts WHERE source = ?`, scheme).Scan(&n)
+		return n
+	}
+	for _, c := range cases {
+		t.Run(c.scheme, func(t *testing.T) {
+			var h http.Header
+			body := []byte(c.body)
+			var err error
+			if k, ok := edKeys[c.scheme]; ok {
+				h, err = signature.SignEd25519(c.scheme, k, body, time.Now())
+			} else {
+				h, body, err = signature.SignBody(signature.Params{Scheme: c.scheme, Secrets: []string{c.secret}}, body, time.Now(), "msg-1")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			post := func(h http.Header, body []byte) answerT {
+				req, _ := http.NewRequest(http.MethodPost, "http://"+a.HookAddr()+"/hooks/"+c.scheme, bytes.NewReader(body))
+				req.Header = h.Clone()
+				req.Header.Set("Content-Type", "application/json")
+				return do(t, req)
+			}
+			// Refused first, so that nothing is there to find but what the
+			// good request stores.
+			tampered := append([]byte(nil), body...)
+			tampered[len(tampered)-3] ^= 1
+			if c.scheme == "telegram" {
+				// The body is not covered: a wrong token is the forgery.
+				h2 := h.Clone()
+				h2.Set("X-Telegram-Bot-Api-Secret-Token", "tg_Secret-Token_0124")
+				if got := post(h2, body); got.Code != 401 {
+					t.Fatalf("wrong token: got %+v, want 401", got)
+				}
+			} else if got := post(h, tampered); got.Code != 401 {
+				t.Fatalf("tampered body: got %+v, want 401", got)
+			}
+			if got := post(http.Header{}, []byte(c.body)); got.Code != 401 { // graph: no clientState in it
+				t.Fatalf("no signature: got %+v, want 401", got)
+			}
+			if n := count(c.scheme); n != 0 {
+				t.Fatalf("%d receipts stored for refused requests", n)
+			}
+			got := post(h, body)
+			if c.wantID == "" {
+				if got.Code != 200 || got.Status != "quarantined" && got.Status != "accepted" {
+					t.Fatalf("signed batch: got %+v, want 200 (quarantined until split, or accepted)", got)
+				}
+				return
+			}
+			if got.Code != 200 || got.Status != "accepted" {
+				t.Fatalf("got %+v, want 200 accepted", got)
+			}
+			var id, typ string
+			if err := dbOf(a.Store).QueryRow(`SELECT event_id, event_type FROM events WHERE source = ?`, c.scheme).Scan(&id, &typ); err != nil {
+				t.Fatal(err)
+			}
+			if id != c.wantID || typ != c.wantType {
+				t.Fatalf("event id %q type %q, want %q %q", id, typ, c.wantID, c.wantType)
+			}
+		})
+	}
+	var n int
+	dbOf(a.Store).QueryRow(`SELECT count(*) FROM receipts WHERE headers LIKE '%tg_Secret%'`).Scan(&n)
+	if n != 0 {
+		t.Fatal("Telegram's secret token was stored")
 	}
 }
