@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,5 +190,67 @@ func TestMessagingPresetsAtTheDoor(t *testing.T) {
 	dbOf(a.Store).QueryRow(`SELECT count(*) FROM receipts WHERE headers LIKE '%tg_Secret%'`).Scan(&n)
 	if n != 0 {
 		t.Fatal("Telegram's secret token was stored")
+	}
+}
+
+// check accepts every messaging preset as a complete source and names the
+// key path of a secret of the wrong format without printing it; sign prints
+// a request for each shared-secret scheme and refuses the Ed25519 ones,
+// whose secret is the platform's public key.
+func TestMessagingCheckAndSign(t *testing.T) {
+	const hexKey = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
+	const b64Key = "PUAXw+hDiVqStwqnTRt+vJyYLM8uxJaMwM1V8Sr0Zgw="
+	secrets := []struct{ scheme, secret, header string }{
+		{"meta", "meta-app-secret", "X-Hub-Signature-256: sha256="},
+		{"telegram", "tg_Secret-Token_0123", "X-Telegram-Bot-Api-Secret-Token: tg_Secret-Token_0123"},
+		{"line", "line-channel-secret", "X-Line-Signature: "},
+		{"discord", hexKey, ""},
+		{"x", "x-consumer-secret", "X-Twitter-Webhooks-Signature: sha256="},
+		{"graph", "SecretClientState", ""},
+		{"zoom", "zoom-secret-token", "X-Zm-Signature: v0="},
+		{"viber", "viber-bot-token", "X-Viber-Content-Signature: "},
+		{"vonage", "vonage-signature-secret", "Authorization: Bearer ey"},
+		{"telnyx", b64Key, ""},
+		{"intercom", "intercom-client-secret", "X-Hub-Signature: sha1="},
+		{"zendesk", "dGhpc19zZWNyZXQ=", "X-Zendesk-Webhook-Signature: "},
+	}
+	doc := "listen: \"127.0.0.1:8080\"\nsources:\n"
+	for _, s := range secrets {
+		doc += fmt.Sprintf("  - name: %s\n    scheme: %s\n    secrets: [%q]\n    destinations: [{ name: app, url: \"http://127.0.0.1:3000/\" }]\n",
+			s.scheme, s.scheme, s.secret)
+	}
+	p := writeConfig(t, doc)
+	code, out, errOut := runMain(t, "check", "--config", p)
+	if code != 0 || !strings.Contains(out, ": ok") {
+		t.Fatalf("check: exit %d:\n%s%s", code, out, errOut)
+	}
+	for _, s := range secrets {
+		code, out, errOut := runMain(t, "sign", "--config", p, "--source", s.scheme)
+		switch {
+		case s.scheme == "discord" || s.scheme == "telnyx":
+			if code == 0 || !strings.Contains(errOut, "public key") {
+				t.Errorf("sign %s: exit %d, want a refusal naming the public key:\n%s%s", s.scheme, code, out, errOut)
+			}
+		case s.scheme == "graph":
+			if code != 0 || !strings.Contains(out, `"clientState":"SecretClientState"`) {
+				t.Errorf("sign graph: exit %d, want the clientState in the body:\n%s%s", code, out, errOut)
+			}
+		default:
+			if code != 0 || !strings.Contains(out, s.header) {
+				t.Errorf("sign %s: exit %d, want a request with %q:\n%s%s", s.scheme, code, s.header, out, errOut)
+			}
+		}
+	}
+
+	bad := writeConfig(t, strings.NewReplacer(hexKey, "bm90LWEta2V5", "tg_Secret-Token_0123", "not a token!").Replace(doc))
+	code, out, _ = runMain(t, "check", "--config", bad)
+	for _, want := range []string{"sources[3].secrets[0]: scheme discord: want the platform's Ed25519 public key",
+		"sources[1].secrets[0]: scheme telegram: a Telegram secret_token is 1-256 characters"} {
+		if code != 2 || !strings.Contains(out, want) {
+			t.Errorf("check: exit %d, want %q in:\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(out, "bm90LWEta2V5") || strings.Contains(out, "not a token!") {
+		t.Errorf("check printed a secret:\n%s", out)
 	}
 }
