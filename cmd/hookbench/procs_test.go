@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary stand in for hookwarden serve
@@ -23,7 +25,7 @@ func TestMain(m *testing.M) {
 		fakeServe()
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 var adminListen = regexp.MustCompile(`(?m)^admin:\n  listen: "([^"]+)"`)

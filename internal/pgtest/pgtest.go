@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 )
 
 // MinVersion is the oldest PostgreSQL major version the store supports.
@@ -406,6 +407,14 @@ func Run(m *testing.M) int {
 		}
 	}
 	shared.Unlock()
+	if code == 0 {
+		// Every goroutine a test starts ends with it (the cluster's
+		// connections included).
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	return code
 }
 
