@@ -1,8 +1,8 @@
 package hookwarden
 
 // The store contract: what the rest of the program needs from a store, as
-// small role interfaces composed into one Store. Package sqlitestore
-// implements it today; cmd/hookwarden picks the implementation in one place
+// small role interfaces composed into one Store. Packages sqlitestore and
+// pgstore implement it; cmd/hookwarden picks the implementation in one place
 // (openStore) and every other package takes an interface. A store must pass
 // the conformance suite in storetest: the suite, not shared SQL, keeps stores
 // equal. Errors callers test with errors.Is are declared here too.

@@ -1,7 +1,7 @@
 // Package storetest is the conformance suite of Hookwarden's store: every
 // promise the rest of the program relies on, checked through the store's
-// methods alone, so that each implementation (sqlitestore today, a
-// PostgreSQL store next) is held to the same contract by the same tests.
+// methods alone, so that each implementation (sqlitestore and
+// pgstore) is held to the same contract by the same tests.
 //
 // An implementation's own test calls Run with a Harness that opens fresh
 // stores of its kind:

@@ -1,5 +1,5 @@
-// Package worker delivers the jobs of the SQLite outbox to the user's
-// application, over HTTP or by running a command.
+// Package worker delivers the jobs of the store's outbox (SQLite or
+// PostgreSQL) to the user's application, over HTTP or by running a command.
 //
 // What it guarantees:
 //
@@ -53,8 +53,8 @@ const (
 // DefaultBackoff is used for the zero fields of a Destination's Backoff.
 var DefaultBackoff = Backoff{Initial: time.Second, Max: time.Hour}
 
-// Queue is the part of the store the workers use, all of it. Package
-// sqlitestore implements it.
+// Queue is the part of the store the workers use, all of it. Both stores
+// (sqlitestore, pgstore) implement it.
 type Queue interface {
 	// Lease marks up to max due pending jobs of the destination as in flight
 	// until now+leaseFor (an expired lease makes the job due again: no

@@ -1,7 +1,7 @@
 package main
 
 // The loops of serve: what runs in the background of a running App, each on
-// its own clock, and what it does on each tick. App.Start starts the
+// its own clock, and what it does on each tick. App.Open starts the
 // heartbeat, the outbox refresh and the prune loop on a context Stop cancels;
 // the supervisor (notify.go) runs the watchdog once systemd is told READY.
 
