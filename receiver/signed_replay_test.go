@@ -1,6 +1,7 @@
 package receiver_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/signature"
 	"github.com/hookwarden/hookwarden/receiver"
 )
@@ -120,5 +122,60 @@ func TestTwilioReencodedReplaysAreQuarantined(t *testing.T) {
 	defer obs.mu.Unlock()
 	if obs.divergent != 1 {
 		t.Fatalf("divergent %d after a signed copy with other content, want 1", obs.divergent)
+	}
+}
+
+// Issue 46 point 5: with event_id "header:svix-id|header:webhook-id" and a
+// webhook-* signature, only webhook-id is signed. A captured request sent
+// again within the tolerance with a fresh svix-id is refused, not accepted
+// as a new event; with svix-id repeating the signed id it is a duplicate.
+func TestStandardFreshSvixIDIsRefused(t *testing.T) {
+	store := openStore(t)
+	p := signature.Params{Scheme: "standard", Secrets: []string{"whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}
+	src := source(t, "std", p)
+	id, err := extract.Parse("header:svix-id|header:webhook-id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.EventID = id
+	obs := &countingObserver{quarantined: map[string]int{}, unauthorized: map[string]int{}}
+	rc := receiver.New([]receiver.Source{src}, receiver.Options{Recorder: store, Observer: obs,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	body := []byte(`{"type":"invoice.paid"}`)
+	h, err := signature.Sign(p, body, time.Now(), "msg_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(svixID string) (int, string) {
+		req := httptest.NewRequest(http.MethodPost, "/hooks/std", strings.NewReader(string(body)))
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		if svixID != "" {
+			req.Header.Set("svix-id", svixID)
+		}
+		w := httptest.NewRecorder()
+		rc.ServeHTTP(w, req)
+		return w.Code, strings.TrimSpace(w.Body.String())
+	}
+	if code, got := post(""); code != 200 || got != `{"status":"accepted"}` {
+		t.Fatalf("first copy: %d %s", code, got)
+	}
+	for i := range 3 {
+		if code, got := post(fmt.Sprintf("msg_fresh_%d", i)); code != 401 {
+			t.Fatalf("replay %d with a fresh svix-id: %d %s, want 401", i, code, got)
+		}
+	}
+	if code, got := post("msg_1"); code != 200 || got != `{"status":"duplicate"}` {
+		t.Fatalf("svix-id repeating the signed id: %d %s, want duplicate", code, got)
+	}
+	var jobs int
+	if err := store.DB().QueryRow(`SELECT count(*) FROM jobs`).Scan(&jobs); err != nil || jobs != 1 {
+		t.Fatalf("%d jobs (%v), want 1", jobs, err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.unauthorized["malformed"] != 3 {
+		t.Fatalf("unauthorized %v, want 3 malformed", obs.unauthorized)
 	}
 }
