@@ -90,3 +90,56 @@ sources:
 		t.Fatalf("held: %+v, want one entry (its repeats counted) replaying tok-0", held)
 	}
 }
+
+// TestForgedMailgunBodiesReachNoFilter is issue 46 point 4 at the door: a
+// captured Mailgun signature block sent with forged 512 KiB bodies, after a
+// restart (the token is only in the store), is refused 401 before any
+// filter runs. The filter fails on every body it sees, so
+// hookwarden_filter_errors_total counts its evaluations: none.
+func TestForgedMailgunBodiesReachNoFilter(t *testing.T) {
+	app := newSink(t)
+	dir := t.TempDir()
+	c := &child{t: t, cfg: filepath.Join(dir, "config.yaml"), hook: freeAddr(t), adm: freeAddr(t)}
+	doc := fmt.Sprintf(`
+listen: %q
+admin: { listen: %q }
+database: { path: %q }
+log: { level: warn }
+sources:
+  - name: mg
+    scheme: mailgun
+    secrets: [%q]
+    destinations: [{ name: app, url: %q, filter: 'body.nope == 1', backoff: { initial: 20ms, max: 200ms } }]
+`, c.hook, c.adm, filepath.Join(dir, "hw.db"), mgSecret, app.URL)
+	if err := os.WriteFile(c.cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.start()
+	mg := signature.Params{Scheme: "mailgun", Secrets: []string{mgSecret}}
+	_, signed, err := signature.SignBody(mg, []byte(`{"event-data":{"id":"ev-1","event":"delivered"}}`), time.Now(),
+		"tok-forged-0123456789abcdef0123456789abcdef0123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.postRaw(t, "mg", signed); got.Code != 200 || got.Status != "accepted" {
+		t.Fatalf("genuine request: %+v", got)
+	}
+	app.wait(t)
+	c.stop()
+	c.start()
+	defer c.stop()
+	pad := strings.Repeat(`{"n":1},`, 64<<10)
+	const n = 20
+	for i := range n {
+		forged := bytes.Replace(signed, []byte(`"ev-1"`), []byte(fmt.Sprintf(`"forged-%d","pad":[%s1]`, i, pad)), 1)
+		if got := c.postRaw(t, "mg", forged); got.Code != 401 || got.Status != "unauthorized" {
+			t.Fatalf("forged body %d: %+v, want 401", i, got)
+		}
+	}
+	if got := c.metric(t, `hookwarden_unauthorized_total{reason="replayed",source="mg"}`); got != n {
+		t.Errorf("unauthorized_total replayed: %d, want %d", got, n)
+	}
+	if got := c.metric(t, `hookwarden_filter_errors_total{destination="mg/app"}`); got != 0 {
+		t.Fatalf("filter_errors_total mg/app: %d since the restart, want 0: the filter ran on forged bodies", got)
+	}
+}
