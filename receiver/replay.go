@@ -54,6 +54,9 @@ func (rc *Receiver) knownReplay(ctx context.Context, src *Source, rec *hookwarde
 	if rec.Token == nil || rc.opts.Tokens == nil {
 		return false
 	}
+	// Bounded like the commit: a hung store must not hold the request here.
+	ctx, cancel := context.WithTimeout(ctx, rc.opts.CommitTimeout)
+	defer cancel()
 	body, found, err := rc.opts.Tokens.SeenToken(ctx, src.Name, rec.Token.SHA256, rec.ReceivedAt)
 	if err != nil {
 		rc.opts.Logger.Debug("read seen token; the commit decides", "source", src.Name, "err", err)

@@ -1,6 +1,8 @@
 package receiver_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,5 +63,41 @@ func TestKnownTokenRefusedBeforeFilters(t *testing.T) {
 	}
 	if code, got := post(rc, h, string(signed)); code != 200 || got != `{"status":"duplicate"}` {
 		t.Fatalf("exact resend: %d %s, want duplicate", code, got)
+	}
+}
+
+// failingTokens is a store whose token read fails (a hung or lost
+// database): the receiver goes on, and the commit decides.
+type failingTokens struct{}
+
+func (failingTokens) SeenToken(ctx context.Context, _ string, _ [32]byte, _ time.Time) ([32]byte, bool, error) {
+	return [32]byte{}, false, errors.New("read failed")
+}
+
+// The early read only saves work: when it fails, a genuine request is
+// still accepted and a forged one still refused, by the insert.
+func TestTokenReadFailureLeavesItToTheCommit(t *testing.T) {
+	store := openStore(t)
+	mg := signature.Params{Scheme: "mailgun", Secrets: []string{"k"}}
+	rc := receiver.New([]receiver.Source{source(t, "mg", mg)}, receiver.Options{Recorder: store, Tokens: failingTokens{},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h, signed, err := signature.SignBody(mg, []byte(`{"event-data":{"id":"e-1","event":"delivered"}}`), time.Now(), "tok-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Replace(string(signed), `"e-1"`, `"e-2"`, 1)
+	for _, c := range []struct {
+		body string
+		code int
+	}{{string(signed), 200}, {forged, 401}} {
+		req := httptest.NewRequest(http.MethodPost, "/hooks/mg", strings.NewReader(c.body))
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		w := httptest.NewRecorder()
+		rc.ServeHTTP(w, req)
+		if w.Code != c.code {
+			t.Fatalf("%.40q: %d %s, want %d", c.body, w.Code, w.Body, c.code)
+		}
 	}
 }
