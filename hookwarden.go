@@ -47,6 +47,10 @@ const (
 )
 
 // Receipt is one authenticated request from a provider, as received.
+// BodySHA256 is the hash of the body, or of the canonical data the signature
+// covers where that differs from the bytes (Twilio form bodies: the URL and
+// the sorted parameters), so that re-encoded copies of one signed request
+// are one body to every check.
 type Receipt struct {
 	Source     string
 	Header     http.Header // raw request headers (credentials redacted by the receiver)
@@ -88,7 +92,8 @@ type Event struct {
 	// Body is the event's own bytes when it is one element of a batch; nil means
 	// the receipt's whole body is the event.
 	Body []byte
-	// BodySHA256 is the hash of the event's bytes (Body, or the receipt's body).
+	// BodySHA256 is the hash of the event's bytes (Body), or the receipt's
+	// BodySHA256.
 	BodySHA256 [32]byte
 	// Destinations are the full names ("source/name") of the destinations whose
 	// filters match this event; one job is created for each when the id is new.

@@ -1,11 +1,20 @@
 package receiver
 
 import (
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/hookwarden/hookwarden/internal/filter"
 )
+
+// FilterRefusalObserver is an Observer that also counts the filter
+// evaluations refused because what they would decode of the body is past
+// package filter's bounds (MaxDecodeBytes, MaxDecodeValues,
+// MaxDecodeDepth). Each is a filter error too: the job is created.
+type FilterRefusalObserver interface {
+	FilterRefused(destination string)
+}
 
 // filterWarnEvery is how often a destination's filter errors are logged at
 // WARN; the ones in between are logged at DEBUG and counted in the next WARN.
@@ -19,6 +28,11 @@ func (rc *Receiver) filter(d Destination, ev *filter.Event) bool {
 		return ok
 	}
 	rc.opts.Observer.FilterError(d.FullName)
+	if errors.Is(err, filter.ErrDecodeLimit) {
+		if o, ok := rc.opts.Observer.(FilterRefusalObserver); ok {
+			o.FilterRefused(d.FullName)
+		}
+	}
 	if n, warn := rc.filterLog.note(d.FullName, rc.opts.Now()); warn {
 		rc.opts.Logger.Warn("filter failed; the job is created", "destination", d.FullName, "event_id", ev.ID,
 			"err", err, "errors_since_last_warning", n)

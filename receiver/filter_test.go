@@ -239,3 +239,59 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// refusalObserver also counts the decode refusals.
+type refusalObserver struct {
+	filterObserver
+	refused map[string]int
+}
+
+func (o *refusalObserver) FilterRefused(d string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refused[d]++
+}
+
+// Issue 46 point 4: a filter that reads the whole body (size(body)) of a
+// large body is refused by the decode bounds instead of decoding it: the
+// job is created, as for any filter error, and the refusal is counted as
+// one. A filter reading one small member of the same body still decides.
+func TestFilterDecodeBoundsAtTheReceiver(t *testing.T) {
+	store := openStore(t)
+	src := source(t, "f", signature.Params{Scheme: "none"})
+	src.Destinations = []receiver.Destination{
+		{FullName: "f/whole", Filter: mustFilter(t, `size(body) > 100`)},
+		{FullName: "f/member", Filter: mustFilter(t, `body.type == "other"`)},
+	}
+	obs := &refusalObserver{filterObserver: filterObserver{errors: map[string]int{}}, refused: map[string]int{}}
+	rc := receiver.New([]receiver.Source{src}, receiver.Options{Recorder: store, Observer: obs,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	body := `{"id":"e-1","type":"t","items":[` + strings.Repeat(`{"n":1},`, 20000) + `{"n":1}]}`
+	req := httptest.NewRequest(http.MethodPost, "/hooks/f", strings.NewReader(body))
+	w := httptest.NewRecorder()
+	rc.ServeHTTP(w, req)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "accepted") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	var dests []string
+	rows, err := store.DB().Query(`SELECT destination FROM jobs ORDER BY destination`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		dests = append(dests, d)
+	}
+	if fmt.Sprint(dests) != "[f/whole]" {
+		t.Fatalf("jobs at %v, want [f/whole] (refused: delivered; the member filter said no)", dests)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.errors["f/whole"] != 1 || obs.refused["f/whole"] != 1 || obs.errors["f/member"] != 0 || obs.refused["f/member"] != 0 {
+		t.Fatalf("errors %v, refused %v; want one of each at f/whole", obs.errors, obs.refused)
+	}
+}

@@ -115,6 +115,10 @@ type Options struct {
 	// 2s); past it, 503. The commit may still land: the provider's retry is
 	// then a duplicate.
 	CommitTimeout time.Duration
+	// Tokens reads the one-time tokens already recorded, to refuse a known
+	// replay before extraction and filters (default: the Recorder, if it
+	// is a TokenReader).
+	Tokens TokenReader
 	// RedactHeaders are stored as "[redacted]", besides the credentials
 	// always redacted (Authorization, Proxy-Authorization, Cookie,
 	// X-Api-Key, X-Telegram-Bot-Api-Secret-Token). Any case; verification
@@ -168,6 +172,9 @@ func New(sources []Source, opts Options) *Receiver {
 	}
 	if opts.MaxInflightBytes <= 0 {
 		opts.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if t, ok := opts.Recorder.(TokenReader); ok && opts.Tokens == nil {
+		opts.Tokens = t
 	}
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = DefaultCommitTimeout
@@ -291,6 +298,9 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		ReceivedAt: now,
 	}
 	rc.guard(src, vreq, rec)
+	if rc.knownReplay(r.Context(), src, rec) {
+		return rc.replayed(w, r, src) // before any extraction or filter
+	}
 	rc.events(src, rec)
 	res, err := rc.opts.Recorder.Record(rc.deadlines.get(), rec)
 	if err != nil {

@@ -3,6 +3,7 @@ package storetest
 // Recording: the claim, batches, divergent duplicates and one-time tokens.
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"sync"
@@ -169,6 +170,31 @@ func testSeenTokens(t *testing.T, h Harness) {
 	}
 	if res := f.mustRecord(tok("e-1", `{"a":1}`, "tok")); res.Outcome != hookwarden.Accepted {
 		t.Fatalf("first: %+v", res)
+	}
+	// The read the receiver makes before extraction and filters
+	// (receiver.TokenReader): the recorded body's hash, until expiry.
+	tr, ok := f.s.(interface {
+		SeenToken(ctx context.Context, source string, token [32]byte, at time.Time) ([32]byte, bool, error)
+	})
+	if !ok {
+		t.Fatal("the store has no SeenToken (receiver.TokenReader)")
+	}
+	seen := func(token string, at time.Time) ([32]byte, bool) {
+		t.Helper()
+		sum, found, err := tr.SeenToken(f.ctx, "mg", sha256.Sum256([]byte(token)), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, found
+	}
+	if sum, found := seen("tok", f.clock.Now()); !found || sum != sha256.Sum256([]byte(`{"a":1}`)) {
+		t.Fatalf("SeenToken(tok): %x %v, want the first body's hash", sum, found)
+	}
+	if _, found := seen("other", f.clock.Now()); found {
+		t.Fatal("SeenToken(other): found a token never recorded")
+	}
+	if _, found := seen("tok", f.clock.Now().Add(10*time.Minute)); found {
+		t.Fatal("SeenToken(tok) at its expiry: found, want expired")
 	}
 	before := f.statsText()
 	// The signature block pasted onto forged event data.

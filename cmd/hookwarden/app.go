@@ -139,8 +139,10 @@ func (a *App) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	tokens, _ := a.Store.(receiver.TokenReader) // both stores: a known Mailgun replay is refused before the filters
 	a.Receiver = receiver.New(sources, receiver.Options{
 		Recorder:         loggedRecorder{a.Store, a.log},
+		Tokens:           tokens,
 		MaxBodyBytes:     a.cfg.Limits.MaxBodyBytes,
 		MaxInflightBytes: a.cfg.Limits.MaxInflightBytes,
 		CommitTimeout:    a.cfg.Limits.CommitTimeout.D(),

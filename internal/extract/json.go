@@ -30,6 +30,12 @@ func jsonValue(doc []byte, path []string) (string, bool) {
 	}
 	switch c := v[0]; {
 	case c == '"':
+		if len(v) > maxRawValueLen {
+			// Longer than MaxValueLen whatever it holds (an escape is at
+			// most 6 bytes for 1): reported too long without decoding
+			// what may be a megabyte of escapes.
+			return string(v[:MaxValueLen+1]), true
+		}
 		s, ok := unquote(v)
 		return s, ok && s != ""
 	case c == '-' || ('0' <= c && c <= '9'):
@@ -37,6 +43,10 @@ func jsonValue(doc []byte, path []string) (string, bool) {
 	}
 	return "", false // object, array, null, true, false
 }
+
+// maxRawValueLen is the longest JSON text whose value may still be within
+// MaxValueLen: a quoted string of escapes, 6 bytes each.
+const maxRawValueLen = 6*MaxValueLen + 2
 
 // Members finds, in one scan of the JSON object that doc holds (space around
 // it allowed), the raw bytes of the value of the member named keys[i] and

@@ -6,8 +6,10 @@
 // must be a bool, or dyn checked at run time), and a compile error carries the
 // line and column of each problem; evaluation is bounded by CostLimit (CEL's
 // runtime cost, a count of operations that is the same on every machine and
-// under any load), so a filter cannot slow the receiver whatever the body
-// holds; evaluation never panics (cel-go recovers into an error). An
+// under any load), and what it decodes of the body by MaxDecodeBytes,
+// MaxDecodeValues and MaxDecodeDepth (bound.go: the decode comes before
+// CEL counts anything), so a filter cannot slow the receiver whatever the
+// body holds; evaluation never panics (cel-go recovers into an error). An
 // evaluation error, the cost limit included, is the caller's to count: the
 // receiver delivers rather than drops.
 //
@@ -49,7 +51,8 @@ import (
 // A typical filter costs about 10 (three comparisons on a Stripe event: 10);
 // a comprehension over thousands of elements, or a search through a very long
 // string, reaches it. Evaluating up to the limit takes about 1.1 ms on a
-// loaded 2-core machine (BenchmarkFilterCostLimit), against a commit of
+// loaded 2-core machine (BenchmarkFilterCostLimit; 0.6-0.9 ms on
+// 2026-12-07), against a commit of
 // 0.3-0.4 ms: the worst a filter adds to an answer is bounded. A
 // deterministic count rather than a deadline, so one event gets the same
 // answer under any load.
@@ -156,7 +159,10 @@ type Event struct {
 	full       ref.Val // the whole body decoded; nil: not yet
 	partialOf  *node   // the plan whose parts partialVal holds
 	partialVal ref.Val
-	decodable  int8 // 0 unchecked, 1 valid JSON whose numbers decode, 2 not JSON, 3 maybe not decodable
+	partialErr error // the decode of partialOf's parts was refused (bound.go)
+	decodable  int8  // 0 unchecked, 1 valid JSON whose numbers decode, 2 not JSON, 3 maybe not decodable
+	refused    error // a decode past the bounds (bound.go), in the evaluation under way
+	fullErr    error // why full is an error value, when it is one
 }
 
 // ResolveName implements interpreter.Activation, building each variable on
@@ -192,7 +198,7 @@ func (e *Event) ResolveName(name string) (any, bool) {
 
 // bodyVal is body as the plan n reads it (nil: whole).
 func (e *Event) bodyVal(n *node) ref.Val {
-	if e.full != nil {
+	if e.full != nil && e.fullErr == nil {
 		return e.full // already decoded whole: as good for any plan
 	}
 	doc := e.Body
@@ -222,18 +228,46 @@ func (e *Event) bodyVal(n *node) ref.Val {
 		return e.full
 	case e.decodable == 1:
 		if e.partialOf == n {
+			if e.partialErr != nil {
+				return e.refuse(e.partialErr)
+			}
 			return e.partialVal
 		}
-		if v, err := partial(bytes.TrimSpace(doc), n); err == nil {
-			e.partialOf, e.partialVal = n, types.DefaultTypeAdapter.NativeToValue(v)
+		v, err := partial(bytes.TrimSpace(doc), n)
+		if errors.Is(err, ErrDecodeLimit) {
+			e.partialOf, e.partialErr = n, err
+			return e.refuse(err)
+		}
+		if err == nil {
+			e.partialOf, e.partialVal, e.partialErr = n, types.DefaultTypeAdapter.NativeToValue(v), nil
 			return e.partialVal
 		}
 	}
 	return e.decodeWhole(doc)
 }
 
-// decodeWhole decodes the whole body, as every plan may read it.
+// decodeWhole decodes the whole body, as every plan may read it, within
+// the decode bounds.
 func (e *Event) decodeWhole(doc []byte) ref.Val {
+	if e.fullErr != nil {
+		return e.refuse(e.fullErr) // refused for an earlier filter: a plan of parts may still read
+	}
+	valid := e.decodable == 1 || e.decodable == 3
+	if e.decodable == 0 {
+		if e.Doc != nil {
+			valid = e.Doc.ValidJSON()
+		} else {
+			valid = json.Valid(doc)
+		}
+	}
+	if !valid {
+		e.full = types.NullValue // not JSON: null, and nothing to decode
+		return e.full
+	}
+	if err := checkDecode(bytes.TrimSpace(doc)); err != nil {
+		e.full, e.fullErr = types.NullValue, err
+		return e.refuse(err)
+	}
 	var v any
 	if json.Unmarshal(doc, &v) != nil {
 		v = nil
@@ -272,12 +306,15 @@ func (f *Filter) Match(e *Event) (bool, error) {
 
 // eval also returns the cost spent, for the tests.
 func (f *Filter) eval(e *Event) (bool, uint64, error) {
-	e.cur = f.plan
+	e.cur, e.refused = f.plan, nil
 	out, det, err := f.prg.Eval(e)
 	e.cur = nil
 	var cost uint64
 	if det != nil && det.ActualCost() != nil {
 		cost = *det.ActualCost()
+	}
+	if err != nil && e.refused != nil {
+		return false, cost, e.refused
 	}
 	if err != nil {
 		var ec interpreter.EvalCancelledError

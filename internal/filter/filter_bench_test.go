@@ -90,3 +90,47 @@ func BenchmarkFilterCostLimit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFilterDecodeLimit is the worst a filter's decode can cost: a body
+// at the decode bounds read whole (size(body)), on a fresh event each time,
+// by shape; and a body past them, refused (1 MiB: refused on its length;
+// 64 KiB of values: refused after one scan). The figure of docs/reference.md,
+// "Content filters".
+func BenchmarkFilterDecodeLimit(b *testing.B) {
+	fill := func(elem string, n int) string {
+		return "[" + strings.Repeat(elem+",", n-1) + elem + "]"
+	}
+	esc := `"` + strings.Repeat(`\u00e9`, (MaxDecodeBytes-2)/6) + `"`
+	for _, c := range []struct {
+		name, body string
+		refused    bool
+	}{
+		{"numbers", fill("1", MaxDecodeValues-1), false},
+		{"objects", fill("{}", MaxDecodeValues-1), false},
+		{"members", "[" + strings.Repeat(`{"k":12345678},`, MaxDecodeValues/2-2) + `{"k":12345678}]`, false},
+		{"strings", fill(`"`+strings.Repeat("s", MaxDecodeBytes/MaxDecodeValues-4)+`"`, MaxDecodeValues-1), false},
+		{"escaped", esc, false},
+		{"refused-1MiB", fill("1", 1<<19), true},
+		{"refused-values", fill("1", MaxDecodeBytes/2-1), true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			f, err := Compile(`size(body) >= 0`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			doc := &extract.Body{Bytes: []byte(c.body)}
+			if !doc.ValidJSON() { // checked by the extractors before the filters
+				b.Fatal("not JSON")
+			}
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			defer benchcpu.Report(b)()
+			for b.Loop() {
+				_, err := f.Match(&Event{Request: &Request{Source: "s"}, ID: "e", Type: "t", Doc: doc})
+				if refused := err != nil; refused != c.refused {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -94,6 +95,9 @@ func FuzzPartialMatchesFull(f *testing.F) {
 			if err := json.Unmarshal(body, &v); err != nil {
 				t.Fatalf("mayOverflow(%q) is false, but encoding/json fails: %v", body, err)
 			}
+		}
+		if json.Valid(body) && checkDecode(bytes.TrimSpace(body)) != nil {
+			return // the full decode is refused; the partial one reads less (TestDecodeBounds)
 		}
 		h := http.Header{"X-Tag": {hv}, "Host": {"h"}}
 		exprs := []string{partialExprs[int(sel)%len(partialExprs)]}

@@ -191,6 +191,9 @@ func decode(raw []byte) (any, error) {
 	if len(raw) == 0 {
 		return nil, errFallback
 	}
+	if err := checkDecode(raw); err != nil {
+		return nil, err
+	}
 	switch c := raw[0]; {
 	case c == '"':
 		if s, ok := extract.Unquote(raw); ok {

@@ -40,6 +40,7 @@ type Metrics struct {
 	unauthorized  *prometheus.CounterVec
 	quarantined   *prometheus.CounterVec
 	filterErrors  *prometheus.CounterVec
+	filterRefused *prometheus.CounterVec
 	ack           *prometheus.HistogramVec
 	lastAccepted  *prometheus.GaugeVec
 	deliveries    *prometheus.CounterVec
@@ -78,6 +79,9 @@ func New(log *slog.Logger) *Metrics {
 	m.filterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "filter_errors_total",
 		Help: "Evaluations of a destination's filter that failed (missing key, wrong type, cost limit); the job was created anyway."},
 		[]string{"destination"})
+	m.filterRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "filter_decode_refused_total",
+		Help: "Filter evaluations refused because the body part they read is past the decode bounds (also in filter_errors_total); the job was created anyway."},
+		[]string{"destination"})
 	m.ack = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "ack_duration_seconds",
 		Help:    "Time from request start to answer, durable commit included.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"source"})
@@ -102,7 +106,7 @@ func New(log *slog.Logger) *Metrics {
 		Help: "The source's expect_within: silence longer than this is a gap (the absence alert's threshold)."}, []string{"source"})
 	m.backfill = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backfill_events_total",
 		Help: "Events a backfill handled, by outcome (recovered, already_claimed, requested, failed)."}, []string{"source", "outcome"})
-	for _, c := range []prometheus.Collector{m.backfill, m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.ack, m.lastAccepted,
+	for _, c := range []prometheus.Collector{m.backfill, m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.filterRefused, m.ack, m.lastAccepted,
 		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg, m.expectWithin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
@@ -173,6 +177,11 @@ func (m *Metrics) Quarantined(source, kind string) {
 // configured destinations, so the label set stays bounded.
 func (m *Metrics) FilterError(destination string) {
 	m.filterErrors.WithLabelValues(destination).Inc()
+}
+
+// FilterRefused implements receiver.FilterRefusalObserver.
+func (m *Metrics) FilterRefused(destination string) {
+	m.filterRefused.WithLabelValues(destination).Inc()
 }
 
 // Attempt records one delivery attempt (the worker's OnAttempt hook).
@@ -263,6 +272,7 @@ func (m *Metrics) InitDestination(dest string) {
 		m.deliveries.WithLabelValues(dest, o)
 	}
 	m.filterErrors.WithLabelValues(dest)
+	m.filterRefused.WithLabelValues(dest)
 }
 
 func (m *Metrics) typeLabel(source, t string) string {

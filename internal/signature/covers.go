@@ -17,7 +17,8 @@ func Covered(p Params) (headers []string, body bool) {
 	case "postmark", "none", "mailgun":
 		return nil, false
 	case "standard":
-		// Verify refuses a Svix-signed request with another webhook-id.
+		// Covered by whichever family carried the signature: Verify
+		// refuses a request whose other family's id or timestamp differs.
 		return []string{"webhook-id", "webhook-timestamp", "svix-id", "svix-timestamp"}, true
 	case "slack":
 		return []string{"X-Slack-Request-Timestamp"}, true

@@ -15,6 +15,7 @@
 package signature
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -30,7 +31,7 @@ type Request struct {
 	Body   []byte // raw body exactly as received
 	// URL is the full public URL the provider called, scheme://host/path?query
 	// (twilio only). A value without "://" (such as a RequestURI "/hooks/x?a=1")
-	// is taken as path and query: its query is appended to Params.PublicURL.
+	// is taken as path and query: its query replaces Params.PublicURL's.
 	URL string
 	// Now is the verifier's clock; zero means time.Now().
 	Now time.Time
@@ -40,6 +41,25 @@ type Request struct {
 	// the token was never seen with another body before it expires; the
 	// caller keeps that memory (the store, in the receipt's transaction).
 	Token *Token
+
+	// Signed is set by Verify when the bytes the signature covers are not
+	// the raw body but data derived from it (twilio's form parameters,
+	// decoded and sorted, after the URL): the SHA-256 of that canonical
+	// signed data. Every re-encoding of one signed request (pairs
+	// reordered or repeated, a letter percent-encoded, a trailing "&")
+	// has the same Signed and the same signature, so a replay check must
+	// key on SignedSHA256, not on the raw bytes. Nil: the raw body is what
+	// is signed (with the headers of Covered).
+	Signed *[32]byte
+}
+
+// SignedSHA256 is the replay key of a verified request: the hash of the
+// canonical data its signature covers (Signed), else of the raw body.
+func (r *Request) SignedSHA256() [32]byte {
+	if r.Signed != nil {
+		return *r.Signed
+	}
+	return sha256.Sum256(r.Body)
 }
 
 // Token is a verified one-time token and the instant from which a request

@@ -105,15 +105,24 @@ func (v *standardVerifier) Verify(r *Request) error {
 	if err != nil {
 		return err
 	}
-	// The default event id is header:webhook-id|header:svix-id: a Svix-signed
-	// request must not carry an unsigned webhook-id, which would name the
-	// event instead of the signed svix-id (a replay under a fresh id).
-	if other := r.Header.Get("webhook-id"); prefix == "svix-" && other != "" && other != id {
-		return fail(sc, ErrMalformed, "webhook-id differs from the signed svix-id")
-	}
 	ts, err := header(sc, r.Header, prefix+"timestamp")
 	if err != nil {
 		return err
+	}
+	// Only the family that carried the signature is signed. An event id or
+	// type may be read from either (the default is
+	// header:webhook-id|header:svix-id, and users write the reverse): the
+	// other family's id and timestamp, when present, must repeat the
+	// signed ones, or a fresh unsigned one would name a replay as a new
+	// event. Svix sends both families with the same values.
+	other := "svix-"
+	if prefix == "svix-" {
+		other = "webhook-"
+	}
+	for _, f := range [][2]string{{"id", id}, {"timestamp", ts}} {
+		if vs := r.Header.Values(other + f[0]); len(vs) > 0 && (len(vs) > 1 || vs[0] != f[1]) {
+			return fail(sc, ErrMalformed, other+f[0]+" differs from the signed "+prefix+f[0])
+		}
 	}
 	entries, err := splitList(sc, prefix+"signature", sig, " ")
 	if err != nil {

@@ -60,6 +60,14 @@ func buildTwilio(p Params) (Verifier, error) {
 // an http:// or https:// prefix makes it absolute (a proxy's absolute-form
 // request): a "://" further on is a callback URL in the query, and the
 // origin-form request is still resolved against public_url.
+//
+// Twilio signs the URL it called, query included. public_url gives what the
+// server cannot know (scheme, host, path); the query comes with the request.
+// When public_url holds a query too (the exact URL configured at Twilio),
+// the request's is that same query, or it with Twilio's bodySHA256 appended:
+// the request's query replaces public_url's, never follows it (which would
+// repeat it and fail every signature). A request without a query is checked
+// against public_url as written.
 func (v *twilioVerifier) effectiveURL(reqURL string) string {
 	if absoluteHTTP(reqURL) {
 		return reqURL
@@ -68,10 +76,8 @@ func (v *twilioVerifier) effectiveURL(reqURL string) string {
 	if !ok || q == "" {
 		return v.publicURL
 	}
-	if strings.Contains(v.publicURL, "?") {
-		return v.publicURL + "&" + q
-	}
-	return v.publicURL + "?" + q
+	base, _, _ := strings.Cut(v.publicURL, "?")
+	return base + "?" + q
 }
 
 func absoluteHTTP(u string) bool {
@@ -95,6 +101,7 @@ func (v *twilioVerifier) Verify(r *Request) error {
 		return fail(sc, ErrMalformed, "request URL does not parse")
 	}
 	var params []byte
+	form := false
 	if bodyHash := u.Query().Get("bodySHA256"); bodyHash != "" {
 		sum := sha256.Sum256(r.Body)
 		if !hmac.Equal(hexOf(sum[:]), []byte(strings.ToLower(bodyHash))) {
@@ -105,10 +112,20 @@ func (v *twilioVerifier) Verify(r *Request) error {
 		if err != nil {
 			return fail(sc, ErrMalformed, "form body: "+err.Error())
 		}
+		form = true
 	}
-	for _, cand := range twilioURLVariants(full) {
+	variants := twilioURLVariants(full)
+	for _, cand := range variants {
 		for _, k := range v.keys {
 			if hmac.Equal(b64Of(mac(sha1.New, k, []byte(cand), params)), []byte(got)) {
+				if form {
+					// What was signed is the URL and the decoded, sorted
+					// parameters, not the bytes: any re-encoding of them
+					// carries the same signature. The URL without its
+					// port, which one signature covers with or without.
+					sum := sha256.Sum256(append([]byte(twilioPortless(full)), params...))
+					r.Signed = &sum
+				}
 				return nil
 			}
 		}
@@ -155,17 +172,9 @@ func twilioParams(body []byte) ([]byte, error) {
 // (when absent) or the port removed (when present), since what Twilio signs
 // depends on how the URL was configured.
 func twilioURLVariants(raw string) []string {
-	scheme, rest, ok := strings.Cut(raw, "://")
+	scheme, host, tail, ok := twilioSplitURL(raw)
 	if !ok {
 		return []string{raw}
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	host, tail := rest[:end], rest[end:]
-	if strings.Contains(host, "@") || strings.HasPrefix(host, "[") {
-		return []string{raw} // userinfo or IPv6 literal: no guessing
 	}
 	if h, _, hasPort := strings.Cut(host, ":"); hasPort {
 		return []string{raw, scheme + "://" + h + tail}
@@ -180,6 +189,35 @@ func twilioURLVariants(raw string) []string {
 		return []string{raw}
 	}
 	return []string{raw, scheme + "://" + host + port + tail}
+}
+
+// twilioPortless is raw without the port of its host: the one form of the
+// URL variants that a signature matching any of them shares.
+func twilioPortless(raw string) string {
+	scheme, host, tail, ok := twilioSplitURL(raw)
+	if !ok {
+		return raw
+	}
+	h, _, _ := strings.Cut(host, ":")
+	return scheme + "://" + h + tail
+}
+
+// twilioSplitURL cuts raw into scheme, host (with its port) and the rest;
+// false for a URL whose host is not guessed at (userinfo, an IPv6 literal).
+func twilioSplitURL(raw string) (scheme, host, tail string, ok bool) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "", "", "", false
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	host, tail = rest[:end], rest[end:]
+	if strings.Contains(host, "@") || strings.HasPrefix(host, "[") {
+		return "", "", "", false // userinfo or IPv6 literal: no guessing
+	}
+	return scheme, host, tail, true
 }
 
 func signTwilio(p Params, body []byte, _ time.Time, msgID string) (http.Header, []byte, error) {
