@@ -25,49 +25,65 @@ func init() {
 			Tolerance:    5 * time.Minute,
 		},
 		build: func(p Params) (Verifier, error) {
-			return &slackVerifier{keys: rawKeys(p.Secrets), tol: p.Tolerance}, nil
+			return &v0Verifier{scheme: "slack", sigHeader: "X-Slack-Signature", tsHeader: "X-Slack-Request-Timestamp",
+				keys: rawKeys(p.Secrets), tol: p.Tolerance}, nil
 		},
 		sign: signSlack,
 	})
 }
 
-type slackVerifier struct {
-	keys [][]byte
-	tol  time.Duration
+// v0Verifier is Slack's construction, which Zoom uses under its own header
+// names: sigHeader = "v0=" + hex HMAC-SHA256(secret, "v0:" + the tsHeader
+// value + ":" + body), with the timestamp within the tolerance.
+type v0Verifier struct {
+	scheme, sigHeader, tsHeader string
+	// lowerHex compares the hex case-insensitively (Zoom's samples lower
+	// it); Slack's are compared as exact strings.
+	lowerHex bool
+	keys     [][]byte
+	tol      time.Duration
 }
 
-func (v *slackVerifier) Verify(r *Request) error {
-	const sc = "slack"
-	got, err := header(sc, r.Header, "X-Slack-Signature")
+func (v *v0Verifier) Verify(r *Request) error {
+	sc := v.scheme
+	got, err := header(sc, r.Header, v.sigHeader)
 	if err != nil {
 		return err
 	}
-	ts, err := header(sc, r.Header, "X-Slack-Request-Timestamp")
+	ts, err := header(sc, r.Header, v.tsHeader)
 	if err != nil {
 		return err
 	}
 	if !strings.HasPrefix(got, "v0=") {
-		return fail(sc, ErrMalformed, `X-Slack-Signature lacks the "v0=" prefix`)
+		return fail(sc, ErrMalformed, v.sigHeader+` lacks the "v0=" prefix`)
 	}
 	if err := checkFresh(sc, ts, r.Now, v.tol); err != nil {
 		return err
 	}
+	if v.lowerHex {
+		got = "v0=" + strings.ToLower(got[3:])
+	}
 	for _, k := range v.keys {
-		if hmac.Equal(slackSig(k, ts, r.Body), []byte(got)) {
+		if hmac.Equal(v0Sig(k, ts, r.Body), []byte(got)) {
 			return nil
 		}
 	}
-	return fail(sc, ErrMismatch, "X-Slack-Signature matches no secret")
+	return fail(sc, ErrMismatch, v.sigHeader+" matches no secret")
 }
 
-func slackSig(key []byte, ts string, body []byte) []byte {
+func v0Sig(key []byte, ts string, body []byte) []byte {
 	return append([]byte("v0="), hexOf(mac256(key, []byte("v0:"), []byte(ts), []byte{':'}, body))...)
 }
 
-func signSlack(p Params, body []byte, now time.Time, _ string) (http.Header, []byte, error) {
+// signV0 signs as v0Verifier checks, with the first secret.
+func signV0(sigHeader, tsHeader string, p Params, body []byte, now time.Time) http.Header {
 	ts := strconv.FormatInt(now.Unix(), 10)
 	h := http.Header{}
-	h.Set("X-Slack-Request-Timestamp", ts)
-	h.Set("X-Slack-Signature", string(slackSig([]byte(p.Secrets[0]), ts, body)))
-	return h, nil, nil
+	h.Set(tsHeader, ts)
+	h.Set(sigHeader, string(v0Sig([]byte(p.Secrets[0]), ts, body)))
+	return h
+}
+
+func signSlack(p Params, body []byte, now time.Time, _ string) (http.Header, []byte, error) {
+	return signV0("X-Slack-Signature", "X-Slack-Request-Timestamp", p, body, now), nil, nil
 }
