@@ -528,3 +528,101 @@ sources:
 		t.Fatalf("stop: %v", err)
 	}
 }
+
+// TestSocketUnitsContract pins what serve relies on in the socket units:
+// the descriptor names, the addresses of the packaged config.yaml (so the
+// passed sockets and the configuration agree out of the box), a sized
+// backlog, the service they activate, no PartOf= (a service restart would
+// close them); the service inherits both; make install installs them.
+func TestSocketUnitsContract(t *testing.T) {
+	read := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile("../../systemd/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	creds := t.TempDir()
+	for _, name := range []string{"stripe", "app-signing"} {
+		if err := os.WriteFile(filepath.Join(creds, name), []byte(testAppSecret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("CREDENTIALS_DIRECTORY", creds)
+	cfg, _, err := loadConfigFile("../../packaging/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for unit, want := range map[string][]string{
+		"hookwarden.socket":       {"\nListenStream=" + cfg.Listen + "\n", "\nFileDescriptorName=receiver\n"},
+		"hookwarden-admin.socket": {"\nListenStream=" + cfg.Admin.Listen + "\n", "\nFileDescriptorName=admin\n"},
+	} {
+		text := read(unit)
+		for _, w := range append(want, "\nService=hookwarden.service\n", "\nBacklog=", "\nWantedBy=sockets.target\n") {
+			if !strings.Contains(text, w) {
+				t.Errorf("systemd/%s lacks %q", unit, strings.TrimSpace(w))
+			}
+		}
+		if strings.Contains(text, "\nPartOf=") {
+			t.Errorf("systemd/%s has PartOf=: restarting the service would close the socket", unit)
+		}
+	}
+	svc := read("hookwarden.service")
+	for _, w := range []string{"\nSockets=hookwarden.socket hookwarden-admin.socket\n", "\nRequires=hookwarden.socket hookwarden-admin.socket\n"} {
+		if !strings.Contains(svc, w) {
+			t.Errorf("systemd/hookwarden.service lacks %q", strings.TrimSpace(w))
+		}
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	dest := t.TempDir()
+	cmd := exec.Command("make", "-s", "install", "DESTDIR="+dest, "BIN="+binPath, "UNITDIR=/etc/systemd/system")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	for _, unit := range []string{"hookwarden.socket", "hookwarden-admin.socket"} {
+		b, err := os.ReadFile(filepath.Join(dest, "etc/systemd/system", unit))
+		if err != nil || string(b) != read(unit) {
+			t.Errorf("make install did not install systemd/%s: %v", unit, err)
+		}
+	}
+}
+
+// TestActivationRefusesMisnamedSocket: a descriptor whose name is neither
+// receiver nor admin (a socket unit without FileDescriptorName=) is a
+// configuration error, exit 2, that names the directive; variables meant
+// for another process (LISTEN_PID not serve's) are ignored, and serve binds;
+// passed sockets take precedence over different configured addresses, with
+// a warning naming the key.
+func TestActivationRefusesMisnamedSocket(t *testing.T) {
+	_, cfg, _, hook, adm := serveFiles(t, "")
+	socks := holdSockets(t)
+	cmd := exec.Command("/bin/sh", "-c", `export LISTEN_PID=$$; exec "$0" "$@"`, binPath, "serve", "--config", cfg)
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=2", "LISTEN_FDNAMES=hookwarden.socket:hookwarden.socket")
+	cmd.ExtraFiles = socks.files
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "FileDescriptorName=receiver") {
+		t.Fatalf("serve with misnamed sockets: %v\n%s", err, out)
+	}
+	p := startServe(t, cfg, hook, adm, "LISTEN_FDS=2", "LISTEN_PID=1", "LISTEN_FDNAMES=receiver:admin")
+	p.waitLog("the ignored variables", "LISTEN_FDS ignored")
+	p.signal(syscall.SIGTERM)
+	if err := p.waitExit(60 * time.Second); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	p = startActivated(t, cfg, socks) // cfg names other addresses
+	p.waitLog("the receiver's address warning", "the socket systemd passed is used", `"key":"listen"`, socks.hook)
+	p.waitLog("the admin address warning", "the socket systemd passed is used", `"key":"admin.listen"`, socks.adm)
+	if got := do(t, signed(t, "http://"+socks.hook+"/hooks/std", "passed_wins", []byte(`{"type":"x"}`), time.Now(), testSecret)); got.Status != "accepted" {
+		t.Fatalf("post to the passed socket: %+v", got)
+	}
+	p.signal(syscall.SIGTERM)
+	if err := p.waitExit(60 * time.Second); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
