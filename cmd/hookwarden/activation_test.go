@@ -626,3 +626,30 @@ func TestActivationRefusesMisnamedSocket(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 }
+
+// TestActivatedReload: SIGHUP still reloads an activated serve in place (no
+// restart: the same process answers, with the new secret).
+func TestActivatedReload(t *testing.T) {
+	app := newCountingSink(t)
+	dir := t.TempDir()
+	cfg, db := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "hw.db")
+	socks := holdSockets(t)
+	serveConfig(t, cfg, socks.hook, socks.adm, db, app.URL, []string{testSecret}, "")
+	p := startActivated(t, cfg, socks)
+	url := "http://" + socks.hook + "/hooks/std"
+	serveConfig(t, cfg, socks.hook, socks.adm, db, app.URL, []string{testAppSecret}, "")
+	p.signal(syscall.SIGHUP)
+	p.waitLog("the reload", `"msg":"configuration reloaded"`)
+	if got := do(t, signed(t, url, "after_reload", []byte(`{"type":"x"}`), time.Now(), testAppSecret)); got.Status != "accepted" {
+		t.Fatalf("post with the reloaded secret: %+v", got)
+	}
+	select {
+	case <-p.exited:
+		t.Fatalf("serve exited on SIGHUP: %v", p.exitErr)
+	default:
+	}
+	p.signal(syscall.SIGTERM)
+	if err := p.waitExit(60 * time.Second); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
