@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -295,7 +297,7 @@ func TestRestartsUnderLoadRefuseNothing(t *testing.T) {
 // either way: no acknowledged event lost.
 func TestRestartsUnderLoadBindingItself(t *testing.T) {
 	figs := restartsUnderLoad(t, false)
-	t.Logf("binding itself (no socket activation), 5 restarts under load: %s", figs)
+	t.Logf("binding itself (no socket activation), 5 restarts under load: %s; error samples: %q", figs, figs.samples)
 	if figs.bad.Load() != 0 {
 		t.Fatalf("non-2xx answers other than 503 + Retry-After: %s; samples: %q", figs, figs.samples)
 	}
@@ -651,5 +653,64 @@ func TestActivatedReload(t *testing.T) {
 	p.signal(syscall.SIGTERM)
 	if err := p.waitExit(60 * time.Second); err != nil {
 		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestActivatedHTTP2Handover: with native TLS on a passed socket, HTTP/2
+// gets the same hand-over: a request on the open connection during the
+// grace is answered 200 (and the server sends GOAWAY), the next one goes to
+// the next process through the held socket, with no error on the client.
+func TestActivatedHTTP2Handover(t *testing.T) {
+	app := newCountingSink(t)
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	cert := MustWriteCert(t, certPath, keyPath, 1)
+	cfg := filepath.Join(dir, "config.yaml")
+	socks := holdSockets(t)
+	serveConfig(t, cfg, socks.hook, socks.adm, filepath.Join(dir, "hw.db"), app.URL, []string{testSecret},
+		fmt.Sprintf("tls: { cert: %q, key: %q }\n", certPath, keyPath))
+	p := startActivated(t, cfg, socks)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	defer client.CloseIdleConnections()
+	url := "https://" + socks.hook + "/hooks/std"
+	post := func(id string) error {
+		resp, err := client.Do(signed(t, url, id, []byte(`{"type":"h2"}`), time.Now(), testSecret))
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+			return fmt.Errorf("%s: %s over %s, want 200 over HTTP/2", id, resp.Status, resp.Proto)
+		}
+		return nil
+	}
+	if err := post("h2_1"); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(syscall.SIGTERM)
+	p.waitLog("the stop", "no longer accepting")
+	if err := post("h2_2"); err != nil { // the open connection, during the grace
+		t.Fatal(err)
+	}
+	third := make(chan error, 1)
+	go func() { third <- post("h2_3") }() // a new connection: waits for the next process
+	if err := p.waitExit(60 * time.Second); err != nil {
+		t.Fatalf("serve exited with %v\n%s", err, p.log)
+	}
+	if strings.Contains(p.log.String(), "grace over: closing the connections still open") {
+		t.Errorf("the HTTP/2 connection stayed open through the grace (no GOAWAY?)\n%s", p.log)
+	}
+	p = startActivated(t, cfg, socks)
+	if err := <-third; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "all three delivered", func() bool { return app.missing([]string{"h2_1", "h2_2", "h2_3"}) == 0 })
+	p.signal(syscall.SIGTERM)
+	if err := p.waitExit(60 * time.Second); err != nil {
+		t.Fatalf("last stop: %v", err)
 	}
 }
