@@ -184,11 +184,21 @@ func sameAddr(configured string, got net.Addr) bool {
 // closeWhileStopping wraps both servers' handlers: once serve is stopping,
 // every answer says Connection: close (net/http then closes an HTTP/1
 // connection after it, and sends GOAWAY on HTTP/2).
+// Without a passed receiver socket the stop is today's (503), and the
+// handlers stay as they are.
 func (a *App) closeWhileStopping() {
+	if a.hookHandover == nil {
+		return
+	}
 	for _, srv := range []*http.Server{a.hookSrv, a.adminSrv} {
 		h := srv.Handler
 		srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			h.ServeHTTP(&closingWriter{ResponseWriter: w, stopping: &a.stopping}, r)
+			cw := &closingWriter{ResponseWriter: w, stopping: &a.stopping}
+			h.ServeHTTP(cw, r)
+			if !cw.wrote && a.stopping.Load() {
+				// Nothing written: net/http sends the header after this.
+				w.Header().Set("Connection", "close")
+			}
 		})
 	}
 }
