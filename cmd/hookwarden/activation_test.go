@@ -714,3 +714,28 @@ func TestActivatedHTTP2Handover(t *testing.T) {
 		t.Fatalf("last stop: %v", err)
 	}
 }
+
+// TestSameAddr: when a passed socket counts as the configured address (no
+// warning).
+func TestSameAddr(t *testing.T) {
+	tcp := func(ip string, port int) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: port} }
+	for _, c := range []struct {
+		configured string
+		got        net.Addr
+		same       bool
+	}{
+		{"127.0.0.1:8080", tcp("127.0.0.1", 8080), true},
+		{"127.0.0.1:8080", tcp("127.0.0.1", 8081), false},
+		{"127.0.0.1:8080", tcp("0.0.0.0", 8080), false},
+		{":8080", tcp("::", 8080), true},
+		{"0.0.0.0:8080", tcp("::", 8080), true},
+		{"[::]:443", tcp("0.0.0.0", 443), true},
+		{"[::1]:443", tcp("::1", 443), true},
+		{"127.0.0.1:8080", &net.UnixAddr{Name: "/run/hw.sock", Net: "unix"}, false},
+		{"not an address", tcp("127.0.0.1", 8080), false},
+	} {
+		if got := sameAddr(c.configured, c.got); got != c.same {
+			t.Errorf("sameAddr(%q, %s) = %v, want %v", c.configured, c.got, got, c.same)
+		}
+	}
+}
