@@ -99,13 +99,14 @@ rules: ## check and unit-test the Prometheus alert rules (promtool, Debian packa
 clean: ## remove build output
 	rm -rf bin dist
 
-install: ## install binary, systemd unit and, if absent, /etc/hookwarden/config.yaml (never overwritten)
+install: ## install binary, systemd units (service, sockets: enabled) and, if absent, /etc/hookwarden/config.yaml (never overwritten)
 	@test -x $(BIN) || $(MAKE) build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/hookwarden
 	install -d -m 0755 $(DESTDIR)$(UNITDIR)
 	sed -e 's|/usr/local/bin/hookwarden|$(BINDIR)/hookwarden|' -e 's|/usr/share/doc/hookwarden|$(DOCDIR)|' \
 		systemd/hookwarden.service > $(DESTDIR)$(UNITDIR)/hookwarden.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/hookwarden.service
+	install -m 0644 systemd/hookwarden.socket systemd/hookwarden-admin.socket $(DESTDIR)$(UNITDIR)/
 	install -d -m 0755 $(DESTDIR)$(CONFDIR)
 	install -d -m 0700 $(DESTDIR)$(CONFDIR)/credentials
 	@if [ -e $(DESTDIR)$(CONFDIR)/config.yaml ]; then \
@@ -122,12 +123,15 @@ install: ## install binary, systemd unit and, if absent, /etc/hookwarden/config.
 	install -D -m 0644 docs/scale-out.md $(DESTDIR)$(DOCDIR)/scale-out.md
 	install -D -m 0644 docs/backfill.md $(DESTDIR)$(DOCDIR)/backfill.md
 	install -D -m 0644 systemd/command-destinations.conf $(DESTDIR)$(DOCDIR)/examples/command-destinations.conf
-	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; \
+		systemctl enable hookwarden.socket hookwarden-admin.socket; fi
 	@echo "installed. Next: edit $(CONFDIR)/config.yaml, then: systemctl enable --now hookwarden (docs/operations.md)"
 
 uninstall: ## stop and remove binary and unit; keeps config (/etc/hookwarden) and data (/var/lib/hookwarden)
-	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now hookwarden.service 2>/dev/null || true; fi
-	rm -f $(DESTDIR)$(BINDIR)/hookwarden $(DESTDIR)$(UNITDIR)/hookwarden.service
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemctl disable --now hookwarden.socket hookwarden-admin.socket hookwarden.service 2>/dev/null || true; fi
+	rm -f $(DESTDIR)$(BINDIR)/hookwarden $(DESTDIR)$(UNITDIR)/hookwarden.service \
+		$(DESTDIR)$(UNITDIR)/hookwarden.socket $(DESTDIR)$(UNITDIR)/hookwarden-admin.socket
 	rm -rf $(DESTDIR)$(DOCDIR)
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "removed. Kept $(CONFDIR) and the database (/var/lib/hookwarden, really /var/lib/private/hookwarden)."

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,13 @@ type App struct {
 	unlock            func() error  // gives up the store's owner lock, held from Open to the end of closeAll
 	certs             *certReloader // nil without tls.cert/tls.key
 	reloadMu          sync.Mutex    // one Reload at a time
+
+	// Socket activation (listeners.go): the sockets systemd passed, the
+	// receiver's connections while it hands over, and the stop in progress.
+	passed       passedSockets
+	hookHandover *handoverListener
+	adminPassed  bool
+	stopping     atomic.Bool
 
 	// countInstances refreshes hookwarden_instances_up (nil: the store is
 	// one process's).
@@ -178,11 +186,8 @@ func (a *App) Open(ctx context.Context) (err error) {
 	}
 	dash.Register(adm.Router())
 
-	if a.hookLn, a.certs, err = listenReceiver(a.cfg); err != nil {
+	if err := a.listen(); err != nil { // listeners.go: bound, or passed by systemd
 		return err
-	}
-	if a.adminLn, err = net.Listen("tcp", a.cfg.Admin.Listen); err != nil {
-		return fmt.Errorf("admin listen: %w", err)
 	}
 	// A run is recorded only once both listeners are bound: a serve that
 	// never listened was no run, and `gaps` must not show it as one.
@@ -194,6 +199,7 @@ func (a *App) Open(ctx context.Context) (err error) {
 	}
 	a.hookSrv = receiver.NewServer(a.cfg.Listen, a.Receiver)
 	a.adminSrv = admin.NewServer(a.cfg.Admin.Listen, dash.Front(adm))
+	a.closeWhileStopping()
 
 	if err := a.Workers.Open(ctx); err != nil {
 		return err
@@ -234,7 +240,8 @@ func (a *App) serve(srv *http.Server, ln net.Listener, name string) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		err := srv.Serve(ln)
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !(a.stopping.Load() && isClosedListener(err)) {
 			a.log.Error("listener failed", "server", name, "err", err)
 		}
 	}()
@@ -243,7 +250,7 @@ func (a *App) serve(srv *http.Server, ln net.Listener, name string) {
 // ready is /readyz: not draining, the last write succeeded and the workers
 // are turning.
 func (a *App) ready(context.Context) error {
-	if a.Receiver != nil && a.Receiver.Draining() {
+	if a.stopping.Load() || a.Receiver != nil && a.Receiver.Draining() {
 		return errors.New("draining: shutting down, refusing new webhooks")
 	}
 	if err := a.Store.Healthy(); err != nil {
@@ -259,11 +266,14 @@ func (a *App) ready(context.Context) error {
 func (a *App) HookAddr() string  { return a.hookLn.Addr().String() }
 func (a *App) AdminAddr() string { return a.adminLn.Addr().String() }
 
-// Stop shuts down in order: refuse new webhooks (503) and finish the ones in
-// flight, let running deliveries finish (up to the pool's drain timeout),
+// Stop shuts down in order: refuse new webhooks (503), or with systemd's
+// sockets hand over to the next process (handOver: no 503), and finish the
+// ones in flight, let running deliveries finish (up to the pool's drain timeout),
 // record the clean stop, close the database. ctx bounds the HTTP part.
 func (a *App) Stop(ctx context.Context) error {
-	a.Receiver.Drain()
+	if !a.handOver(ctx) { // listeners.go: with systemd's sockets, a grace, no 503
+		a.Receiver.Drain()
+	}
 	var errs []error
 	if err := a.hookSrv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("receiver shutdown: %w", err))

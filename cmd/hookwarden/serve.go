@@ -41,9 +41,14 @@ func newServeCmd(g *globals) *cobra.Command {
 			ctx := cmd.Context()
 			hup, stopHUP := notifyHUP() // before anything slow: SIGHUP must never kill serve
 			defer stopHUP()
+			// listeners.go: before anything could start a child, which must
+			// not inherit LISTEN_*.
+			passed, note, err := takePassedSockets()
+			if err != nil {
+				return &usageError{err} // the socket unit is wrong: a restart cannot fix it
+			}
 			setGCPercent()
 			var cfg *config.Config
-			var err error
 			var sink *demoSink
 			cfgPath := "" // what SIGHUP reloads; the demo has none
 			if demo {
@@ -57,7 +62,11 @@ func newServeCmd(g *globals) *cobra.Command {
 				cfgPath, _ = findConfig(g.configPath)
 			}
 			log := newLogger(cfg.Log, g.stderr)
+			if note != "" {
+				log.Warn(note)
+			}
 			app := NewApp(cfg, log)
+			app.UsePassedSockets(passed)
 			sv := newSupervisor(log)
 			started := sv.starting()
 			err = app.Open(ctx)
@@ -71,7 +80,7 @@ func newServeCmd(g *globals) *cobra.Command {
 			sv.ready(app)
 			watchReloads(ctx, hup, g, cfgPath, app, sv, log) // until SIGTERM/SIGINT
 			sv.stopping()
-			log.Info("stopping: refusing new webhooks, draining deliveries")
+			log.Info("stopping: draining requests and deliveries", "socket_activation", app.hookHandover != nil)
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 			defer cancel()
 			if err := app.Stop(stopCtx); err != nil {

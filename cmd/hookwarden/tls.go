@@ -56,12 +56,15 @@ func (r *certReloader) tlsConfig() *tls.Config {
 	}
 }
 
-// listenReceiver binds the receiver's address, wrapped in TLS when tls.cert
-// and tls.key are set. The returned reloader is nil without TLS.
-func listenReceiver(cfg *config.Config) (net.Listener, *certReloader, error) {
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, nil, fmt.Errorf("receiver listen: %w", err)
+// listenReceiver binds the receiver's address, or takes ln (a socket systemd
+// passed) when not nil, wrapped in TLS when tls.cert and tls.key are set.
+// The returned reloader is nil without TLS.
+func listenReceiver(cfg *config.Config, ln net.Listener) (net.Listener, *certReloader, error) {
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, nil, fmt.Errorf("receiver listen: %w", err)
+		}
 	}
 	// Below TLS, so a connection counts from accept, handshake included.
 	ln = receiver.LimitListener(ln, cfg.Limits.MaxConnections)
