@@ -9,14 +9,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -200,7 +201,20 @@ func exportStore(ctx context.Context, src hookwarden.Store, dest string, since t
 	if _, err := os.Lstat(dest); err == nil {
 		return nil, fmt.Errorf("%s: %w", dest, hookwarden.ErrExists)
 	}
-	tmp := filepath.Join(filepath.Dir(dest), "."+filepath.Base(dest)+".export-"+strconv.Itoa(os.Getpid()))
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(dest), "."+filepath.Base(dest)+".export-"+hex.EncodeToString(rnd[:]))
+	// The copy is created here, new (O_EXCL opens no symlink), 0600, so
+	// that SQLite opens a file this process made, never one planted at the
+	// name.
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", dest, err)
+	}
+	if err := errors.Join(f.Chmod(0o600), f.Close()); err != nil {
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("create %s: %w", dest, err)
+	}
 	defer removeSQLite(tmp)
 	out, err := sqlitestore.Open(ctx, tmp, sqlitestore.Options{Logger: log})
 	if err != nil {

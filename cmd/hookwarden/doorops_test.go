@@ -1,0 +1,43 @@
+package main
+
+// The door, round three (issue 46): the operator-side attacks and the new
+// user's frictions that the binary shows.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A database directory that other users may write (0777, no sticky bit) is
+// refused by check and by serve, naming the directory: in it, a planted
+// symlink could make serve rewrite another file. serve writes nothing there.
+func TestCheckAndServeRefuseSharedDatabaseDir(t *testing.T) {
+	_, cfg, _, hook, adm := serveFiles(t, "")
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	db := filepath.Join(shared, "hw.db")
+	serveConfig(t, cfg, hook, adm, db, "http://127.0.0.1:9/", []string{testSecret}, "")
+	for _, sub := range []string{"check", "serve"} {
+		code, out := runBinIn(t, t.TempDir(), nil, sub, "--config", cfg)
+		if code != 2 || !strings.Contains(out, "database.path") || !strings.Contains(out, "directory "+shared+" is writable by other users") {
+			t.Errorf("%s: exit %d, want 2 naming database.path and %s:\n%s", sub, code, shared, out)
+		}
+	}
+	if ents, _ := os.ReadDir(shared); len(ents) != 0 {
+		t.Errorf("serve wrote into the refused directory: %v", ents)
+	}
+	// The sticky bit (as on /tmp) makes it safe: check passes.
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := runBinIn(t, t.TempDir(), nil, "check", "--config", cfg); code != 0 {
+		t.Errorf("check on a sticky directory: exit %d\n%s", code, out)
+	}
+}
