@@ -41,3 +41,28 @@ func TestCheckAndServeRefuseSharedDatabaseDir(t *testing.T) {
 		t.Errorf("check on a sticky directory: exit %d\n%s", code, out)
 	}
 }
+
+// An unescaped @ (or /, #) in database.url's password: check names the key
+// and the fix and prints no part of the user or password, the tail after
+// the @ included (pgx takes it for the host).
+func TestDatabaseURLPasswordNeverEchoed(t *testing.T) {
+	for _, u := range []string{
+		"postgres://hw:Xq7w@SignLeak10@127.0.0.1:1/hw",
+		"postgres://hw:Xq/7w@SignLeak10@127.0.0.1:1/hw",
+		"postgres://hw:Xq#7w@SignLeak10@127.0.0.1:1/hw",
+		"postgres://hw:Xq 7w@SignLeak10@127.0.0.1:1/hw",
+	} {
+		cfg := writeConfig(t, dbDoc(`{ url: "env:HW_TEST_DB_URL" }`))
+		for _, sub := range []string{"check", "serve"} {
+			code, out := runBinIn(t, t.TempDir(), []string{"HW_TEST_DB_URL=" + u}, sub, "--config", cfg)
+			if code == 0 || !strings.Contains(out, "database.url") {
+				t.Errorf("%s %s: exit %d, want a refusal at database.url:\n%s", sub, u, code, out)
+			}
+			for _, secret := range []string{"SignLeak10", "Xq"} {
+				if strings.Contains(out, secret) {
+					t.Errorf("%s %s: output holds %q:\n%s", sub, u, secret, out)
+				}
+			}
+		}
+	}
+}

@@ -151,7 +151,7 @@ func backupRefusal(db config.Database) error {
 // writes nothing.
 func checkConnect(ctx context.Context, db config.Database) []config.Problem {
 	url, err := db.URL.Resolve()
-	if err != nil {
+	if err != nil || config.CheckPostgresURL(url) != nil {
 		return nil // reported by Validate already
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)

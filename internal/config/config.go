@@ -524,8 +524,21 @@ func CheckPostgresURL(u string) error {
 	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		return errors.New("not a PostgreSQL URL: want postgres://USER@HOST:5432/DATABASE?sslmode=verify-full")
 	}
-	if _, err := pgconn.ParseConfig(u); err != nil {
-		return errors.New("not a valid PostgreSQL URL: want postgres://USER@HOST:5432/DATABASE?sslmode=verify-full")
+	cfg, err := pgconn.ParseConfig(u)
+	if err != nil {
+		return errors.New("not a valid PostgreSQL URL: want postgres://USER@HOST:5432/DATABASE?sslmode=verify-full " +
+			"(percent-encode @ / ? # : and spaces in the user and password: %40 %2F %3F %23 %3A %20)")
+	}
+	// pgx ends the password at the first @ and takes the rest for the host:
+	// that host would then be printed in every connection error.
+	hosts := []string{cfg.Host}
+	for _, f := range cfg.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if strings.Contains(h, "@") {
+			return errors.New("the user or password of the URL holds an unescaped @: percent-encode it as %40")
+		}
 	}
 	return nil
 }
