@@ -66,3 +66,30 @@ func TestDatabaseURLPasswordNeverEchoed(t *testing.T) {
 		}
 	}
 }
+
+// A secret file (or variable) holding only whitespace is no secret: check
+// refuses it at the key path that references it.
+func TestCheckRefusesWhitespaceSecret(t *testing.T) {
+	dir := t.TempDir()
+	blank := filepath.Join(dir, "blank")
+	if err := os.WriteFile(blank, []byte("  \t\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HW_TEST_BLANK", "   ")
+	p := writeConfig(t, `
+sources:
+  - name: s
+    scheme: standard
+    secrets: ["file:`+blank+`"]
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+  - name: t
+    scheme: standard
+    secrets: ["env:HW_TEST_BLANK"]
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+`)
+	code, out, _ := runMain(t, "check", "--config", p)
+	if code != 2 || !strings.Contains(out, "sources[0].secrets[0]: secret file:"+blank+": file "+blank+" holds only whitespace") ||
+		!strings.Contains(out, "sources[1].secrets[0]: secret env:HW_TEST_BLANK: environment variable HW_TEST_BLANK holds only whitespace") {
+		t.Fatalf("exit %d, want 2 naming both key paths:\n%s", code, out)
+	}
+}
