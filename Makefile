@@ -119,6 +119,8 @@ install: ## install binary, systemd unit and, if absent, /etc/hookwarden/config.
 	install -D -m 0644 docs/security.md $(DESTDIR)$(DOCDIR)/security.md
 	install -D -m 0644 docs/scale-out.md $(DESTDIR)$(DOCDIR)/scale-out.md
 	install -D -m 0644 docs/backfill.md $(DESTDIR)$(DOCDIR)/backfill.md
+	install -D -m 0644 docs/design.md $(DESTDIR)$(DOCDIR)/design.md
+	install -D -m 0644 docs/performance.md $(DESTDIR)$(DOCDIR)/performance.md
 	install -D -m 0644 systemd/command-destinations.conf $(DESTDIR)$(DOCDIR)/examples/command-destinations.conf
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "installed. Next: edit $(CONFDIR)/config.yaml, then: systemctl enable --now hookwarden (docs/operations.md)"

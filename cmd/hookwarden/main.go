@@ -73,7 +73,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 func newRootCmd(g *globals, args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hookwarden",
-		Short:         "A durable webhook receiver: verify, record in SQLite, deliver exactly once in effect",
+		Short:         "A durable webhook receiver: verify, record in SQLite or PostgreSQL, deliver exactly once in effect",
+		Long: `A durable webhook receiver: verify each provider's signature, record every
+receipt in one SQLite file (database.path) or a PostgreSQL database shared by
+several instances (database.url), answer fast, and deliver each event to your
+application exactly once in effect, with retries, dead letters, replay and gap
+reports. Start with "hookwarden serve --demo" (make run), then "hookwarden check".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
