@@ -72,8 +72,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // newRootCmd is the command tree: the global flags and every command.
 func newRootCmd(g *globals, args []string) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "hookwarden",
-		Short:         "A durable webhook receiver: verify, record in SQLite or PostgreSQL, deliver exactly once in effect",
+		Use:   "hookwarden",
+		Short: "A durable webhook receiver: verify, record in SQLite or PostgreSQL, deliver exactly once in effect",
 		Long: `A durable webhook receiver: verify each provider's signature, record every
 receipt in one SQLite file (database.path) or a PostgreSQL database shared by
 several instances (database.url), answer fast, and deliver each event to your
