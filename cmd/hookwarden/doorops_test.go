@@ -4,10 +4,14 @@ package main
 // user's frictions that the binary shows.
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
 )
 
 // A database directory that other users may write (0777, no sticky bit) is
@@ -91,5 +95,67 @@ sources:
 	if code != 2 || !strings.Contains(out, "sources[0].secrets[0]: secret file:"+blank+": file "+blank+" holds only whitespace") ||
 		!strings.Contains(out, "sources[1].secrets[0]: secret env:HW_TEST_BLANK: environment variable HW_TEST_BLANK holds only whitespace") {
 		t.Fatalf("exit %d, want 2 naming both key paths:\n%s", code, out)
+	}
+}
+
+// gaps' text: a PostgreSQL instance's restart while others served is listed
+// as a restart, apart from the outage windows; the backfill hint goes once
+// every window is recovered; with TZ=UTC no time is printed twice.
+func TestGapsTextRestartsAndRecoveredFooter(t *testing.T) {
+	t.Setenv("TZ", "UTC")
+	saved := time.Local
+	time.Local = time.UTC
+	t.Cleanup(func() { time.Local = saved })
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	rep := hookwarden.GapReport{Runs: 3, Outages: []hookwarden.Outage{
+		{Kind: "restart", Start: t0, End: t0.Add(3 * time.Second), Length: 3 * time.Second, Crash: true},
+	}}
+	var b bytes.Buffer
+	printGaps(&b, rep, true)
+	out := b.String()
+	if strings.Contains(out, "outage windows (") || strings.Contains(out, "crash") ||
+		!strings.Contains(out, "no outage windows") || !strings.Contains(out, "instance restarts") || !strings.Contains(out, "restart") {
+		t.Errorf("a restart while others served, text:\n%s", out)
+	}
+
+	recovered := hookwarden.Outage{Kind: "outage", Start: t0, End: t0.Add(time.Hour), Length: time.Hour, Crash: true,
+		Sources: []hookwarden.SourceRecovery{{Source: "stripe", Recovery: hookwarden.RecoveryRecovered}}}
+	b.Reset()
+	printGaps(&b, hookwarden.GapReport{Runs: 2, Outages: []hookwarden.Outage{recovered}}, true)
+	out = b.String()
+	if strings.Contains(out, "run `hookwarden backfill") {
+		t.Errorf("every window recovered, yet the footer says to run backfill:\n%s", out)
+	}
+	if strings.Contains(out, "LOCAL TIME") || strings.Count(out, "10:00:00") > 2 {
+		t.Errorf("TZ=UTC: times printed twice:\n%s", out)
+	}
+	recovered.Sources[0].Recovery = hookwarden.RecoveryRecoverable
+	b.Reset()
+	printGaps(&b, hookwarden.GapReport{Runs: 2, Outages: []hookwarden.Outage{recovered}}, true)
+	if !strings.Contains(b.String(), "run `hookwarden backfill SOURCE`") {
+		t.Errorf("a recoverable window without the hint:\n%s", b.String())
+	}
+}
+
+// backfill --dry-run says what it would do, not that it did.
+func TestBackfillDryRunSaysWould(t *testing.T) {
+	var out, errb bytes.Buffer
+	g := &globals{stdout: &out, stderr: &errb}
+	n := 3
+	printBackfill(g, hookwarden.BackfillRun{Source: "stripe", Method: "list", DryRun: true,
+		BackfillCounts: hookwarden.BackfillCounts{Listed: &n, AlreadyClaimed: new(int), Recovered: 3}})
+	if !strings.Contains(out.String(), "would recover 3") || strings.Contains(out.String(), "recovered 3") {
+		t.Errorf("dry run: %q", out.String())
+	}
+}
+
+// pause with a wrong name lists the destinations there are.
+func TestPauseUnknownListsDestinations(t *testing.T) {
+	p := writeConfig(t, dbDoc(`{ path: "hw.db" }`))
+	for _, arg := range []string{"big", "std/nope"} {
+		code, _, errOut := runMain(t, "pause", arg, "--config", p)
+		if code != 2 || !strings.Contains(errOut, "the destinations are ") {
+			t.Errorf("pause %s: exit %d %q, want 2 listing the destinations", arg, code, errOut)
+		}
 	}
 }

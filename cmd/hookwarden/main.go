@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -127,6 +128,11 @@ func wrapArgs(cmd *cobra.Command) {
 	if check := cmd.Args; check != nil {
 		cmd.Args = func(c *cobra.Command, args []string) error {
 			if err := check(c, args); err != nil {
+				// "accepts 2 arg(s)" alone does not say which: give the usage
+				// line of a command that takes arguments.
+				if strings.Contains(c.Use, " ") {
+					err = fmt.Errorf("%w\nusage: %s (see %s --help)", err, c.UseLine(), c.CommandPath())
+				}
 				return &usageError{err}
 			}
 			return nil

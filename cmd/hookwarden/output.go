@@ -150,6 +150,20 @@ func fmtUTC(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
+// localIsUTC: the machine's zone is UTC (TZ=UTC, most servers), so a
+// local time beside a UTC one would print the same time twice.
+// It asks for no offset in January and July, so that London in winter
+// still gets its local column.
+func localIsUTC() bool {
+	y := time.Now().Year()
+	for _, m := range []time.Month{time.January, time.July} {
+		if _, off := time.Date(y, m, 1, 12, 0, 0, 0, time.Local).Zone(); off != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // fmtLocal prints a time in the machine's zone, for the human reading it.
 func fmtLocal(t time.Time) string {
 	if t.IsZero() {

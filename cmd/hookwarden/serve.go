@@ -37,7 +37,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the receiver, the delivery workers and the admin server until SIGTERM/SIGINT",
 		Long: `Run the receiver (listen, default 127.0.0.1:8080; tls: for native HTTPS), the
-delivery workers and the admin server (admin.listen, default 127.0.0.1:9090:
+delivery workers and the admin server (admin.listen, default 127.0.0.1:8081:
 /healthz, /readyz, /metrics, the API and the dashboard) until SIGTERM or SIGINT,
 which drain the deliveries under way.
 
