@@ -72,6 +72,26 @@ func (a *App) Open(ctx context.Context) (err error) {
 	}()
 	dests := destinationNames(a.cfg)
 	a.Metrics = metrics.New(a.log)
+	bind := func() error {
+		if a.hookLn != nil {
+			return nil
+		}
+		if a.hookLn, a.certs, err = listenReceiver(a.cfg); err != nil {
+			return err
+		}
+		if a.adminLn, err = net.Listen("tcp", a.cfg.Admin.Listen); err != nil {
+			return fmt.Errorf("admin listen: %w", err)
+		}
+		return nil
+	}
+	// A new SQLite database: the ports first, so that a port in use leaves
+	// no file and no directory behind. An existing one is locked first, so
+	// that a second serve is told which process owns it.
+	if newSQLite(a.cfg) {
+		if err := bind(); err != nil {
+			return err
+		}
+	}
 	if a.Store, a.unlock, err = openServeStore(ctx, a.cfg, a.log, a.Metrics.Commit); err != nil {
 		return err
 	}
@@ -176,11 +196,8 @@ func (a *App) Open(ctx context.Context) (err error) {
 	}
 	dash.Register(adm.Router())
 
-	if a.hookLn, a.certs, err = listenReceiver(a.cfg); err != nil {
+	if err := bind(); err != nil {
 		return err
-	}
-	if a.adminLn, err = net.Listen("tcp", a.cfg.Admin.Listen); err != nil {
-		return fmt.Errorf("admin listen: %w", err)
 	}
 	// A run is recorded only once both listeners are bound: a serve that
 	// never listened was no run, and `gaps` must not show it as one.

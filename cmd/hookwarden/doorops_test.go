@@ -5,6 +5,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 // A database directory that other users may write (0777, no sticky bit) is
@@ -157,5 +160,57 @@ func TestPauseUnknownListsDestinations(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, "the destinations are ") {
 			t.Errorf("pause %s: exit %d %q, want 2 listing the destinations", arg, code, errOut)
 		}
+	}
+}
+
+// What serve stops on at start, check reports first: a file migrate-store
+// marked as moved, a port another process holds, a command destination's
+// missing program. serve stopped by a port in use leaves no new database
+// or directory behind.
+func TestCheckSeesWhatServeStartStopsOn(t *testing.T) {
+	ctx := context.Background()
+	_, cfg, db, hook, adm := serveFiles(t, "")
+	st, err := sqlitestore.Open(ctx, db, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetMark(ctx, sqlitestore.Mark{Kind: sqlitestore.MarkMoved, At: time.Now(), Origin: db, Target: "postgres://db.example:5432/hw"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	code, out := runBinIn(t, t.TempDir(), nil, "check", "--config", cfg)
+	if code != 2 || !strings.Contains(out, "database.path: "+db+" was moved to postgres://db.example:5432/hw") {
+		t.Errorf("check on a moved file: exit %d, want 2 naming the mark:\n%s", code, out)
+	}
+
+	// A port in use, and a program that is not there.
+	held, err := net.Listen("tcp", hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	fresh := filepath.Join(t.TempDir(), "new", "dir", "hw.db")
+	serveConfig(t, cfg, hook, adm, fresh, "http://127.0.0.1:9/", []string{testSecret}, `
+      - name: script
+        command: ["/nonexistent/bin/deliver", "x"]
+      - name: bare
+        command: ["hookwarden-no-such-program"]
+`)
+	code, out = runBinIn(t, t.TempDir(), nil, "check", "--config", cfg)
+	for _, want := range []string{
+		"listen: " + hook + " is in use by another process",
+		"sources[0].destinations[1].command: program /nonexistent/bin/deliver: ",
+		`sources[0].destinations[2].command: program "hookwarden-no-such-program" is not in PATH`,
+	} {
+		if code != 2 || !strings.Contains(out, want) {
+			t.Errorf("check: exit %d, want 2 and %q:\n%s", code, want, out)
+		}
+	}
+	serveConfig(t, cfg, hook, adm, fresh, "http://127.0.0.1:9/", []string{testSecret}, "")
+	if code, out := runBinIn(t, t.TempDir(), nil, "serve", "--config", cfg); code == 0 || !strings.Contains(out, "address already in use") {
+		t.Errorf("serve on a port in use: exit %d:\n%s", code, out)
+	}
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(fresh), "..")); !os.IsNotExist(err) {
+		t.Errorf("serve stopped by a port in use left the database's directory behind (%v)", err)
 	}
 }

@@ -110,6 +110,15 @@ func openServeStore(ctx context.Context, cfg *config.Config, log *slog.Logger,
 	return st, owner.Release, nil
 }
 
+// newSQLite: cfg's store is an SQLite file that does not exist yet.
+func newSQLite(cfg *config.Config) bool {
+	if cfg.Database.Postgres() || cfg.Database.Path == "" {
+		return false
+	}
+	_, err := os.Lstat(cfg.Database.Path)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
 // storeOwner says whether a serve owns the store at path, and which (its
 // String names it for messages). It never creates anything.
 func storeOwner(path string) (owner fmt.Stringer, owned bool, err error) {
