@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/config"
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
@@ -212,5 +213,52 @@ func TestCheckSeesWhatServeStartStopsOn(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(filepath.Dir(fresh), "..")); !os.IsNotExist(err) {
 		t.Errorf("serve stopped by a port in use left the database's directory behind (%v)", err)
+	}
+}
+
+// HOOKWARDEN_ADMIN_TOKEN overrides admin.token: a short one on a
+// non-loopback admin.listen is refused whatever its origin (the file's
+// reference, the override of a literal, no key at all), and an override of
+// a file's other value is said, without the value.
+func TestAdminTokenFromTheEnvironment(t *testing.T) {
+	doc := func(token string) string {
+		return `
+admin:
+  listen: "0.0.0.0:18099"
+` + token + `
+sources:
+  - name: s
+    scheme: standard
+    secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
+    destinations: [{ name: app, url: "http://127.0.0.1:3000/" }]
+`
+	}
+	long := strings.Repeat("k", 40)
+	t.Setenv("HW_TEST_LONG", long)
+	t.Setenv("HOOKWARDEN_ADMIN_TOKEN", "short")
+	for _, tok := range []string{`  token: "env:HOOKWARDEN_ADMIN_TOKEN"`, `  token: "` + long + `"`, `  token: "env:HW_TEST_LONG"`, ""} {
+		_, problems, err := loadConfigIn([]byte(doc(tok)), "test", t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errs []string
+		for _, p := range config.Errors(problems) {
+			errs = append(errs, p.String())
+		}
+		if all := strings.Join(errs, "\n"); !strings.Contains(all, "admin.token: too short (5 characters)") {
+			t.Errorf("token %q with HOOKWARDEN_ADMIN_TOKEN=short: %s", tok, all)
+		}
+		warned := false
+		for _, p := range problems {
+			if p.Warning && p.Path == "admin.token" && strings.Contains(p.Message, "HOOKWARDEN_ADMIN_TOKEN replaces the file's value") {
+				warned = true
+				if strings.Contains(p.Message, "short") || strings.Contains(p.Message, long) {
+					t.Errorf("the warning quotes a token: %s", p.Message)
+				}
+			}
+		}
+		if want := tok != "" && !strings.Contains(tok, "env:HOOKWARDEN_ADMIN_TOKEN"); warned != want {
+			t.Errorf("token %q: override warning %v, want %v", tok, warned, want)
+		}
 	}
 }
