@@ -430,6 +430,8 @@ func TestDashboardChart(t *testing.T) {
 		`<rect class="outage"`, "Hookwarden down",
 		`<rect class="silence"`, "stripe silent",
 		"53 accepted, 5 duplicates; 2 outage or silence window(s) shaded",
+		"the tallest bar is 40 an hour", // the scale names both series' maximum
+		`<span class="key outage recovered"></span>outage, recovered`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
