@@ -262,3 +262,24 @@ sources:
 		}
 	}
 }
+
+// Two receivers on one host get two instance names by default (the host
+// and the listen port); instance_name sets it, and a bad one is refused.
+func TestInstanceName(t *testing.T) {
+	host, _ := os.Hostname()
+	cfg, problems, err := loadConfigIn([]byte("listen: \"127.0.0.1:8090\"\n"+dbDoc(`{ path: "hw.db" }`)), "test", t.TempDir())
+	if err != nil || len(config.Errors(problems)) > 0 {
+		t.Fatal(err, problems)
+	}
+	if got := cfg.Instance(); got != host+":8090" {
+		t.Errorf("default instance %q, want %q", got, host+":8090")
+	}
+	cfg, _, _ = loadConfigIn([]byte("instance_name: web1-a\n"+dbDoc(`{ path: "hw.db" }`)), "test", t.TempDir())
+	if got := cfg.Instance(); got != "web1-a" {
+		t.Errorf("instance %q, want web1-a", got)
+	}
+	_, problems, _ = loadConfigIn([]byte("instance_name: \"web 1\"\n"+dbDoc(`{ path: "hw.db" }`)), "test", t.TempDir())
+	if errs := config.Errors(problems); len(errs) != 1 || errs[0].Path != "instance_name" {
+		t.Errorf("instance_name with a space: %v", errs)
+	}
+}

@@ -84,10 +84,11 @@ func openPostgres(ctx context.Context, key string, ref config.Secret, opts pgsto
 func openServeStore(ctx context.Context, cfg *config.Config, log *slog.Logger,
 	onCommit func(batch int, d time.Duration, err error)) (s hookwarden.Store, unlock func() error, err error) {
 	if cfg.Database.Postgres() {
-		// Instance: the host's name (pgstore's default), stable across
-		// restarts, so that gaps tells a restart from an outage.
+		// Instance: instance_name, else the host's name and the listen
+		// port, stable across restarts, so that gaps tells a restart from
+		// an outage, and two receivers on one host are two instances.
 		st, err := openPostgres(ctx, "database.url", cfg.Database.URL, pgstore.Options{
-			Timeout: cfg.Limits.CommitTimeout.D(), Logger: log, OnCommit: onCommit})
+			Timeout: cfg.Limits.CommitTimeout.D(), Logger: log, OnCommit: onCommit, Instance: cfg.Instance()})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -48,6 +48,27 @@ type Config struct {
 	// besides Authorization, Proxy-Authorization, Cookie and X-Api-Key,
 	// which always are.
 	RedactHeaders []string `mapstructure:"redact_headers"`
+	// InstanceName names this serve in the run log of a shared PostgreSQL
+	// store, stable across its restarts (default: the host's name and the
+	// listen port, "web1:8080"), so that two receivers on one host are two
+	// instances: one's restart is told from an outage, and neither gives
+	// back the other's leases as its own at start.
+	InstanceName string `mapstructure:"instance_name"`
+}
+
+// Instance is InstanceName, or the host's name and the listen port.
+func (c *Config) Instance() string {
+	if c.InstanceName != "" {
+		return c.InstanceName
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err == nil && port != "" {
+		return host + ":" + port
+	}
+	return host
 }
 
 // TLS names a PEM certificate chain and its key. Paths may use ${VAR}, e.g.
@@ -475,6 +496,9 @@ func (c *Config) Validate() []Problem {
 		if _, err := ParseTrustedProxies([]string{s}); err != nil {
 			add(fmt.Sprintf("trusted_proxies[%d]", i), "%q is neither an IP address nor a CIDR prefix", s)
 		}
+	}
+	if n := c.InstanceName; n != "" && (len(n) > 128 || strings.IndexFunc(n, func(r rune) bool { return r < 0x21 || r == 0x7f }) >= 0) {
+		add("instance_name", "%q: want up to 128 printable characters, no spaces", n)
 	}
 	if len(c.Sources) == 0 {
 		add("sources", "at least one source is needed")
