@@ -283,3 +283,28 @@ func TestInstanceName(t *testing.T) {
 		t.Errorf("instance_name with a space: %v", errs)
 	}
 }
+
+// Group write by the user's own primary group (a user private group under
+// umask 002) is no other user: the directory is accepted; write for
+// others is refused even on a directory serve has yet to create a child in.
+func TestSharedDirGroupOwnAndOthers(t *testing.T) {
+	_, cfg, _, hook, adm := serveFiles(t, "")
+	dir := filepath.Join(t.TempDir(), "grp")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	serveConfig(t, cfg, hook, adm, filepath.Join(dir, "hw.db"), "http://127.0.0.1:9/", []string{testSecret}, "")
+	if code, out := runBinIn(t, t.TempDir(), nil, "check", "--config", cfg); code != 0 {
+		t.Errorf("0775 directory of the user's own group: exit %d\n%s", code, out)
+	}
+	if err := os.Chmod(dir, 0o707); err != nil {
+		t.Fatal(err)
+	}
+	serveConfig(t, cfg, hook, adm, filepath.Join(dir, "sub", "hw.db"), "http://127.0.0.1:9/", []string{testSecret}, "")
+	if code, out := runBinIn(t, t.TempDir(), nil, "check", "--config", cfg); code != 2 || !strings.Contains(out, "directory "+dir+" is writable by other users") {
+		t.Errorf("o+w parent of a directory serve would create: exit %d\n%s", code, out)
+	}
+}

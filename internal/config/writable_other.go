@@ -25,4 +25,4 @@ func writable(path string, dir bool) error {
 
 // sharedDir: permission bits say nothing of who may write here (Windows
 // ACLs); the directory is the operator's care.
-func sharedDir(string) error { return nil }
+func sharedDir(string, bool) error { return nil }

@@ -21,18 +21,30 @@ func writable(path string, dir bool) error {
 }
 
 // sharedDir refuses a directory that users other than its owner may write
-// (group or other write permission) without the sticky bit: any of them
-// could plant a symlink or a file at a name serve creates (the lock file,
-// -wal, -shm, a backup's or an export's copy) or swap the database for
-// one of theirs. With the sticky bit (/tmp) only a file's owner may rename
-// or remove it, and the kernel follows no other user's symlink there.
-func sharedDir(dir string) error {
+// without the sticky bit: any of them could plant a symlink or a file at a
+// name serve creates (the lock file, -wal, -shm, a backup's or an export's
+// copy) or swap the database for one of theirs. With the sticky bit (/tmp)
+// only a file's owner may rename or remove it, and the kernel follows no
+// other user's symlink there. Write for others is refused always; write
+// for the group only on the database's own directory (own), and only when
+// that group is not this process's own (a user private group, umask 002,
+// is no one else).
+func sharedDir(dir string, own bool) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
 	}
 	m := fi.Mode()
-	if m.Perm()&0o022 == 0 || m&fs.ModeSticky != 0 {
+	if m&fs.ModeSticky != 0 {
+		return nil
+	}
+	shared := m.Perm()&0o002 != 0
+	if own && m.Perm()&0o020 != 0 {
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Gid) != os.Getegid() {
+			shared = true
+		}
+	}
+	if !shared {
 		return nil
 	}
 	return fmt.Errorf("directory %s is writable by other users (mode %04o): one of them could plant a symlink "+
