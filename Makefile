@@ -27,7 +27,10 @@ DEB_VERSION ?= $(shell echo '$(VERSION)' | sed -E 's/^v//; /^[0-9]+\./!s/^/0.0.0
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
+# A first build downloads the modules and compiles the pure-Go SQLite
+# (several minutes, silent): build says so rather than look hung.
 build: ## build the CGO-free binary into bin/
+	@test -e $(BIN) || echo "building $(BIN): the first build downloads modules and compiles SQLite in Go, a few minutes without output (go build -v shows progress)" >&2
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hookwarden
 
 run: build ## serve the built-in demo in the foreground (database under ./data/)
@@ -122,6 +125,8 @@ install: ## install binary, systemd units (service, sockets: enabled) and, if ab
 	install -D -m 0644 docs/security.md $(DESTDIR)$(DOCDIR)/security.md
 	install -D -m 0644 docs/scale-out.md $(DESTDIR)$(DOCDIR)/scale-out.md
 	install -D -m 0644 docs/backfill.md $(DESTDIR)$(DOCDIR)/backfill.md
+	install -D -m 0644 docs/design.md $(DESTDIR)$(DOCDIR)/design.md
+	install -D -m 0644 docs/performance.md $(DESTDIR)$(DOCDIR)/performance.md
 	install -D -m 0644 systemd/command-destinations.conf $(DESTDIR)$(DOCDIR)/examples/command-destinations.conf
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; \
 		systemctl enable hookwarden.socket hookwarden-admin.socket; fi

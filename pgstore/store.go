@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -244,7 +245,12 @@ func (s *Store) Path() string { return s.address }
 // address names a database for messages: host, port and database, never
 // the user or the password.
 func address(c *pgx.ConnConfig) string {
-	return fmt.Sprintf("postgres://%s:%d/%s", c.Host, c.Port, c.Database)
+	// An unescaped @ in the password leaves its tail in Host: never print it.
+	host := c.Host
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		host = "…" + host[i+1:]
+	}
+	return fmt.Sprintf("postgres://%s:%d/%s", host, c.Port, c.Database)
 }
 
 // Close stops the listener, sends the announcements gathered and closes

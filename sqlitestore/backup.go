@@ -142,7 +142,7 @@ func syncFile(path string) error {
 
 // createEmpty creates path empty with mode 0600 (not less the umask).
 func createEmpty(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/hookwarden/hookwarden/internal/migrations"
 )
@@ -44,13 +45,17 @@ func (s *Store) migrate(ctx context.Context) error {
 	if cur > len(ms) {
 		return fmt.Errorf("database %s has schema version %d, newer than this build's %d: use a newer hookwarden", s.path, cur, len(ms))
 	}
+	start := time.Now()
 	for _, m := range ms[cur:] {
 		if err := s.migrateOne(ctx, m); err != nil {
 			return err
 		}
-		s.log.Info("database migrated", "version", m.Version, "migration", m.Name)
+		s.log.Debug("database migration applied", "version", m.Version, "migration", m.Name)
 	}
 	if len(ms) > cur {
+		// One line, not one per migration: a new database runs them all.
+		s.log.Info("database migrated", "from", cur, "to", len(ms), "migrations", len(ms)-cur,
+			"took", time.Since(start).Round(time.Millisecond))
 		// A step that rewrote many rows (schema 8) grew the WAL by as much;
 		// without this the file keeps that size for as long as serve runs.
 		var busy, logPages, done int

@@ -112,8 +112,21 @@ func LockOwner(path, command string) (*OwnerLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock database: %w", err)
 	}
-	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
+	// O_NOFOLLOW: a symlink planted at FILE.lock must not make serve (root,
+	// perhaps) chmod, truncate and write the file it points to; a FIFO or a
+	// device planted there is refused below, before anything is written.
+	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE|noFollow, 0o600)
 	if err != nil {
+		if isSymlink(lp) {
+			return nil, fmt.Errorf("lock database: %s is a symbolic link: remove it (the lock file is never a link)", lp)
+		}
+		return nil, fmt.Errorf("lock database: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is not a regular file (%s): remove it", lp, fi.Mode().Type())
+		}
 		return nil, fmt.Errorf("lock database: %w", err)
 	}
 	deadline := time.Now().Add(lockRetry)
@@ -151,7 +164,7 @@ func Owner(path string) (OwnerInfo, bool, error) {
 	if err != nil {
 		return OwnerInfo{}, false, err
 	}
-	f, err := os.Open(lp)
+	f, err := os.OpenFile(lp, os.O_RDONLY|noFollow, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return OwnerInfo{}, false, nil
 	}
@@ -167,6 +180,12 @@ func Owner(path string) (OwnerInfo, bool, error) {
 		return OwnerInfo{}, false, nil // closing f unlocks
 	}
 	return readOwner(lp), true, nil
+}
+
+// isSymlink: path itself (not what it points to) is a symbolic link.
+func isSymlink(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }
 
 // readOwner parses a lock file: pid, command, start time, one a line.

@@ -8,6 +8,10 @@ import (
 	"syscall"
 )
 
+// noFollow makes an open of a symbolic link fail (ELOOP) rather than open
+// its target: every file the store creates is opened with it.
+const noFollow = syscall.O_NOFOLLOW
+
 // tryLock takes an exclusive (or shared) flock on f without waiting; false
 // means another open file description holds a conflicting lock.
 func tryLock(f *os.File, exclusive bool) (bool, error) {

@@ -109,3 +109,48 @@ func TestOwnerLockThroughSymlink(t *testing.T) {
 		t.Fatalf("second lock through the real path once the file exists: %v", err)
 	}
 }
+
+// A symlink planted at FILE.lock (in a directory another user can write) is
+// refused: the file it points to is neither chmod-ed, truncated nor written.
+// The database file's creation follows no symlink either.
+func TestLockOwnerRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hw.db")
+	target := filepath.Join(dir, "precious")
+	if err := os.WriteFile(target, []byte("root's file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, path+".lock"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LockOwner(path, "hookwarden serve")
+	if err == nil {
+		l.Release()
+		t.Fatal("LockOwner followed a symlinked lock file")
+	}
+	if !strings.Contains(err.Error(), path+".lock") || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("error does not name the link: %v", err)
+	}
+	b, _ := os.ReadFile(target)
+	fi, _ := os.Stat(target)
+	if string(b) != "root's file\n" || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("target changed: %q %v", b, fi.Mode())
+	}
+	if _, _, err := Owner(path); err == nil {
+		t.Fatal("Owner read through a symlinked lock file")
+	}
+
+	// createPrivate (and createEmpty, for a backup's copy) never open a
+	// symlink planted at the new file's name.
+	db := filepath.Join(dir, "new.db")
+	gone := filepath.Join(dir, "gone")
+	if err := os.Symlink(gone, db+".partial"); err != nil {
+		t.Fatal(err)
+	}
+	if err := createEmpty(db + ".partial"); err == nil {
+		t.Fatal("createEmpty opened a symlink")
+	}
+	if _, err := os.Lstat(gone); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("createEmpty created the symlink's target")
+	}
+}

@@ -80,6 +80,20 @@ func (a *App) Open(ctx context.Context) (err error) {
 	}()
 	dests := destinationNames(a.cfg)
 	a.Metrics = metrics.New(a.log)
+	bind := func() error {
+		if a.hookLn != nil {
+			return nil
+		}
+		return a.listen() // listeners.go: bound, or passed by systemd
+	}
+	// A new SQLite database: the ports first, so that a port in use leaves
+	// no file and no directory behind. An existing one is locked first, so
+	// that a second serve is told which process owns it.
+	if newSQLite(a.cfg) {
+		if err := bind(); err != nil {
+			return err
+		}
+	}
 	if a.Store, a.unlock, err = openServeStore(ctx, a.cfg, a.log, a.Metrics.Commit); err != nil {
 		return err
 	}
@@ -186,7 +200,7 @@ func (a *App) Open(ctx context.Context) (err error) {
 	}
 	dash.Register(adm.Router())
 
-	if err := a.listen(); err != nil { // listeners.go: bound, or passed by systemd
+	if err := bind(); err != nil {
 		return err
 	}
 	// A run is recorded only once both listeners are bound: a serve that

@@ -237,12 +237,17 @@ func printBackfill(g *globals, run hookwarden.BackfillRun) {
 		}
 		return fmt.Sprint(*p)
 	}
+	// A dry run changed nothing: it says what a run would do.
+	recovered, requested := "recovered", "redeliveries requested"
+	if run.DryRun {
+		recovered, requested = "would recover", "would request redeliveries"
+	}
 	if run.Method == "list" {
-		fmt.Fprintf(g.stdout, "  listed %s, already claimed %s, recovered %d, failed %d\n",
-			count(run.Listed), count(run.AlreadyClaimed), run.Recovered, run.Failed)
+		fmt.Fprintf(g.stdout, "  listed %s, already claimed %s, %s %d, failed %d\n",
+			count(run.Listed), count(run.AlreadyClaimed), recovered, run.Recovered, run.Failed)
 	} else {
-		fmt.Fprintf(g.stdout, "  listed %s, already claimed %s, redeliveries requested %d, failed %d\n",
-			count(run.Listed), count(run.AlreadyClaimed), run.Requested, run.Failed)
+		fmt.Fprintf(g.stdout, "  listed %s, already claimed %s, %s %d, failed %d\n",
+			count(run.Listed), count(run.AlreadyClaimed), requested, run.Requested, run.Failed)
 	}
 	if b := run.BeyondHistory; b != nil {
 		fmt.Fprintf(g.stdout, "  beyond the provider's history: %s to %s (lost for good unless the provider still retries)\n",

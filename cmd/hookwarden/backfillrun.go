@@ -184,6 +184,11 @@ func (b *backfiller) execute(ctx context.Context, job *backfillJob) (hookwarden.
 		}
 	}
 	run := &job.run
+	// The client scrubs its own errors; this covers every other path to the
+	// stored and printed error (a page's cursor, a wrapped message).
+	if key, kerr := job.src.Backfill.APIKey.Resolve(); kerr == nil {
+		err = backfill.Scrub(err, key)
+	}
 	if errors.Is(err, backfill.ErrKeyRefused) {
 		err = &keyRefusedError{path: fmt.Sprintf("sources[%d].backfill.api_key", job.index), err: err}
 	}

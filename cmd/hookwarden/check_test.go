@@ -104,8 +104,10 @@ sources:
 }
 
 func TestCheckGoodConfigAndEnvOverride(t *testing.T) {
+	// Port 0: check binds the listen addresses, and 8080 may be taken here.
 	p := writeConfig(t, `
-listen: "127.0.0.1:8080"
+listen: "127.0.0.1:0"
+admin: { listen: "127.0.0.1:0" }
 sources:
   - name: stripe
     scheme: stripe

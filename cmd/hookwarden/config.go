@@ -89,6 +89,7 @@ func loadConfigIn(doc []byte, name, dir string) (*config.Config, []config.Proble
 		problems = append(problems, decodeProblems(err)...)
 	}
 	restoreEnvCase(&cfg, raw)
+	problems = append(problems, secretOverrides(raw)...)
 	cfg.ApplyDefaults()
 	if dir != "" {
 		cfg.ResolvePaths(dir)
@@ -214,4 +215,29 @@ func restoreEnvCase(cfg *config.Config, raw map[string]any) {
 			cfg.Sources[i].Destinations[j].Env = m
 		}
 	}
+}
+
+// secretOverrides warns when an environment variable replaces a secret the
+// file sets otherwise: HOOKWARDEN_ADMIN_TOKEN is both the variable
+// config.example.yaml references and the override of admin.token, so an
+// exported one silently wins over the file's own reference. The value is
+// validated either way (a short token on a non-loopback admin.listen is an
+// error whatever its origin); the warning says where it came from.
+func secretOverrides(raw map[string]any) []config.Problem {
+	var ps []config.Problem
+	for _, key := range []string{"admin.token", "database.url"} {
+		env := "HOOKWARDEN_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		if v, ok := os.LookupEnv(env); !ok || v == "" {
+			continue
+		}
+		section, name, _ := strings.Cut(key, ".")
+		m, _ := raw[section].(map[string]any)
+		file, set := m[name]
+		if !set || file == "env:"+env {
+			continue // nothing replaced, or the file asks for that variable
+		}
+		ps = append(ps, config.Problem{Path: key, Warning: true, Message: fmt.Sprintf(
+			"the environment variable %s replaces the file's value (the file's is not used; unset %s to use it)", env, env)})
+	}
+	return ps
 }

@@ -182,7 +182,11 @@ func printEventDetail(w io.Writer, d *hookwarden.EventDetail) {
 	fmt.Fprintf(tw, "type\t%s\n", d.Type)
 	fmt.Fprintf(tw, "status\t%s (%d delivered, %d pending, %d dead of %s)\n", d.Status, d.Delivered, d.Pending, d.Dead,
 		plural(d.Jobs, "job", "jobs"))
-	fmt.Fprintf(tw, "claimed\t%s  (%s)\n", fmtUTC(d.ClaimedAt), fmtLocal(d.ClaimedAt))
+	if localIsUTC() {
+		fmt.Fprintf(tw, "claimed\t%s\n", fmtUTC(d.ClaimedAt))
+	} else {
+		fmt.Fprintf(tw, "claimed\t%s  (%s)\n", fmtUTC(d.ClaimedAt), fmtLocal(d.ClaimedAt))
+	}
 	fmt.Fprintf(tw, "idempotency key\t%s\n", hookwarden.IdempotencyKey(d.Source, d.EventID))
 	if d.SummaryOnly {
 		fmt.Fprintf(tw, "payload\tpruned at %s by retention.payloads: the payload, headers, receipts and attempt log were removed;\n",

@@ -113,12 +113,26 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 		return
 	}
 	lost := false
+	// One instance's restart while others served (PostgreSQL) missed
+	// nothing: it is listed apart, never as an outage window.
+	var restarts []hookwarden.Outage
+	outages := rep.Outages[:0:0]
+	for _, o := range rep.Outages {
+		if o.Kind == "restart" {
+			restarts = append(restarts, o)
+		} else {
+			outages = append(outages, o)
+		}
+	}
+	rep.Outages = outages
+	// The local time column only when the zone is not UTC itself.
+	local := !localIsUTC()
 	if len(rep.Outages) == 0 {
 		fmt.Fprintf(w, "no outage windows in %s\n", plural(rep.Runs, "recorded run", "recorded runs"))
 	} else {
 		fmt.Fprintf(w, "outage windows (receiver not running), from %s:\n", plural(rep.Runs, "recorded run", "recorded runs"))
 		tw := newTable(w)
-		fmt.Fprintln(tw, "START (UTC)\tEND (UTC)\tLENGTH\tENDED BY\tLOCAL TIME\tBEYOND RETRY HORIZON OF")
+		fmt.Fprintln(tw, "START (UTC)\tEND (UTC)\tLENGTH\tENDED BY\t"+localCol(local, "LOCAL TIME\t")+"BEYOND RETRY HORIZON OF")
 		for _, o := range rep.Outages {
 			end, endLocal := fmtUTC(o.End), fmtLocal(o.End)
 			if o.Open {
@@ -136,8 +150,8 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 				beyond = strings.Join(o.BeyondRetryHorizon, ", ")
 				lost = true
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s - %s\t%s\n", fmtUTC(o.Start), end, fmtDur(o.Length), kind,
-				fmtLocal(o.Start), endLocal, beyond)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\n", fmtUTC(o.Start), end, fmtDur(o.Length), kind,
+				localCol(local, fmtLocal(o.Start)+" - "+endLocal+"\t"), beyond)
 		}
 		tw.Flush()
 		printRecovery(w, rep)
@@ -145,10 +159,19 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 			fmt.Fprintln(w, "the last window is open: no serve has run on this file since (or this file is a copy)")
 		}
 	}
+	if len(restarts) > 0 {
+		fmt.Fprintln(w, "\ninstance restarts (other instances served meanwhile: nothing missed):")
+		tw := newTable(w)
+		fmt.Fprintln(tw, "START (UTC)\tEND (UTC)\tLENGTH\tKIND")
+		for _, o := range restarts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\trestart\n", fmtUTC(o.Start), fmtUTC(o.End), fmtDur(o.Length))
+		}
+		tw.Flush()
+	}
 	if len(rep.Silences) > 0 {
 		fmt.Fprintln(w, "\nsilences (no request for longer than the source's expect_within):")
 		tw := newTable(w)
-		fmt.Fprintln(tw, "SOURCE\tFROM (UTC)\tTO (UTC)\tLENGTH\tEXPECT WITHIN\tLOCAL TIME\tBEYOND RETRY HORIZON\tRECOVERY")
+		fmt.Fprintln(tw, "SOURCE\tFROM (UTC)\tTO (UTC)\tLENGTH\tEXPECT WITHIN\t"+localCol(local, "LOCAL TIME\t")+"BEYOND RETRY HORIZON\tRECOVERY")
 		for _, s := range rep.Silences {
 			end, endLocal := fmtUTC(s.End), fmtLocal(s.End)
 			if s.Open {
@@ -162,8 +185,8 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 			if s.Recovery != "" {
 				rec = recoveryText(s.Recovery)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s - %s\t%s\t%s\n", s.Source, fmtUTC(s.Start), end, fmtDur(s.Length),
-				fmtDur(s.ExpectWithin), fmtLocal(s.Start), endLocal, beyond, rec)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", s.Source, fmtUTC(s.Start), end, fmtDur(s.Length),
+				fmtDur(s.ExpectWithin), localCol(local, fmtLocal(s.Start)+" - "+endLocal+"\t"), beyond, rec)
 		}
 		tw.Flush()
 	}
@@ -234,5 +257,21 @@ func printRecovery(w io.Writer, rep hookwarden.GapReport) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(recoverable: run `hookwarden backfill SOURCE`; docs/backfill.md says what lost for good means)")
+	// The hint only while something is left to do.
+	for _, o := range rep.Outages {
+		for _, r := range o.Sources {
+			if r.Recovery == hookwarden.RecoveryRecoverable {
+				fmt.Fprintln(w, "(recoverable: run `hookwarden backfill SOURCE`; docs/backfill.md says what lost for good means)")
+				return
+			}
+		}
+	}
+}
+
+// localCol is s when the local time column is shown, else "".
+func localCol(show bool, s string) string {
+	if !show {
+		return ""
+	}
+	return s
 }

@@ -89,7 +89,7 @@ func (g *globals) openWriteStore(ctx context.Context, command string) (hookwarde
 		path = cfg.Database.Path
 	}
 	if _, err := os.Stat(path); err != nil {
-		return nil, nil, writeTarget{}, fmt.Errorf("open database: %w", err)
+		return nil, nil, writeTarget{}, noDatabase(path, err)
 	}
 	t, err := g.guardWrite(command, path)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -72,8 +73,13 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // newRootCmd is the command tree: the global flags and every command.
 func newRootCmd(g *globals, args []string) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "hookwarden",
-		Short:         "A durable webhook receiver: verify, record in SQLite, deliver exactly once in effect",
+		Use:   "hookwarden",
+		Short: "A durable webhook receiver: verify, record in SQLite or PostgreSQL, deliver exactly once in effect",
+		Long: `A durable webhook receiver: verify each provider's signature, record every
+receipt in one SQLite file (database.path) or a PostgreSQL database shared by
+several instances (database.url), answer fast, and deliver each event to your
+application exactly once in effect, with retries, dead letters, replay and gap
+reports. Start with "hookwarden serve --demo" (make run), then "hookwarden check".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -122,6 +128,11 @@ func wrapArgs(cmd *cobra.Command) {
 	if check := cmd.Args; check != nil {
 		cmd.Args = func(c *cobra.Command, args []string) error {
 			if err := check(c, args); err != nil {
+				// "accepts 2 arg(s)" alone does not say which: give the usage
+				// line of a command that takes arguments.
+				if strings.Contains(c.Use, " ") {
+					err = fmt.Errorf("%w\nusage: %s (see %s --help)", err, c.UseLine(), c.CommandPath())
+				}
 				return &usageError{err}
 			}
 			return nil

@@ -493,8 +493,8 @@ func TestOperatorCommandsUsageAndOutput(t *testing.T) {
 		{[]string{"replay", "std", "x", "--since", "1h", "--db", db}, 2, "--since goes with --dead"},
 		{[]string{"replay", "std", "nope", "--db", db}, 1, "no such event"},
 		{[]string{"prune", "--db", db}, 2, "needs the configuration"},
-		{[]string{"events", "list", "--db", filepath.Join(t.TempDir(), "missing.db")}, 1, "no such file"},
-		{[]string{"replay", "--dead", "--db", filepath.Join(t.TempDir(), "missing.db")}, 1, "no such file"},
+		{[]string{"events", "list", "--db", filepath.Join(t.TempDir(), "missing.db")}, 1, "no database at "},
+		{[]string{"replay", "--dead", "--db", filepath.Join(t.TempDir(), "missing.db")}, 1, "no database at "},
 	} {
 		code, out, errOut := runMain(t, c.args...)
 		if code != c.code || !strings.Contains(out+errOut, c.want) {

@@ -7,9 +7,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/hookwarden/hookwarden"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -56,7 +58,7 @@ func (g *globals) openStore(ctx context.Context, readOnly bool) (hookwarden.Stor
 		// A write command (replay, prune) must not create an empty database
 		// from a mistyped path.
 		if _, err := os.Stat(path); err != nil {
-			return nil, nil, fmt.Errorf("open database: %w", err)
+			return nil, nil, noDatabase(path, err)
 		}
 	}
 	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -69,7 +71,7 @@ func (g *globals) openStore(ctx context.Context, readOnly bool) (hookwarden.Stor
 	}
 	s, err := openStoreFile(ctx, path, readOnly, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, noDatabase(path, err)
 	}
 	// A forensic file says what it is (an export, partial or not; a moved
 	// database), on stderr so that --json stays clean.
@@ -148,6 +150,20 @@ func fmtUTC(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// localIsUTC: the machine's zone is UTC (TZ=UTC, most servers), so a
+// local time beside a UTC one would print the same time twice.
+// It asks for no offset in January and July, so that London in winter
+// still gets its local column.
+func localIsUTC() bool {
+	y := time.Now().Year()
+	for _, m := range []time.Month{time.January, time.July} {
+		if _, off := time.Date(y, m, 1, 12, 0, 0, 0, time.Local).Zone(); off != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // fmtLocal prints a time in the machine's zone, for the human reading it.
@@ -284,4 +300,16 @@ func writePage[T any](g *globals, items []T, next int64, limit int, asJSON bool,
 		fmt.Fprintf(g.stderr, "more: add --before %d for the next %d\n", next, limit)
 	}
 	return nil
+}
+
+// noDatabase is err, with the fix when the file is not there: a command
+// run before the first serve, or with a configuration whose database.path
+// is not the one serve uses (the packaged unit's).
+func noDatabase(path string, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("open database: no database at %s: serve creates it at its first start; "+
+		"if serve runs with another one (the packaged unit's is /var/lib/hookwarden/hookwarden.db), "+
+		"set database.path to it or give --db FILE", path)
 }

@@ -22,6 +22,16 @@ func TestPackagedConfigIsValid(t *testing.T) {
 		}
 	}
 	t.Setenv("CREDENTIALS_DIRECTORY", creds)
+	// The file names the installed database, so that the CLI run with it
+	// reads what serve writes; here the unit's override puts it elsewhere.
+	raw, err := os.ReadFile("../../packaging/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "\n  path: /var/lib/hookwarden/hookwarden.db\n") {
+		t.Error("packaging/config.yaml does not name database.path /var/lib/hookwarden/hookwarden.db")
+	}
+	t.Setenv("HOOKWARDEN_DATABASE_PATH", filepath.Join(t.TempDir(), "hookwarden.db"))
 	cfg, problems, err := loadConfigFile("../../packaging/config.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +103,31 @@ func TestInstallPointsAtItsDocs(t *testing.T) {
 			} else if _, err := os.Stat(filepath.Join(dest, strings.TrimSuffix(ref, "."))); err != nil {
 				t.Errorf("%s points at %s, which make install did not write", f, ref)
 			}
+		}
+	}
+	// Every link between the installed docs leads to an installed doc.
+	docs := filepath.Join(dest, "/usr/local/share/doc/hookwarden")
+	linkRE := regexp.MustCompile(`\]\(([A-Za-z0-9_.-]+\.md)[#)]`)
+	mds, _ := filepath.Glob(filepath.Join(docs, "*.md"))
+	if len(mds) == 0 {
+		t.Fatal("no docs installed")
+	}
+	for _, md := range mds {
+		b, _ := os.ReadFile(md)
+		for _, m := range linkRE.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(docs, m[1])); err != nil {
+				t.Errorf("installed %s links to %s, which is not installed", filepath.Base(md), m[1])
+			}
+		}
+	}
+	// The Debian package installs the same docs.
+	nfpm, err := os.ReadFile("../../packaging/nfpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, md := range mds {
+		if !strings.Contains(string(nfpm), "dst: /usr/share/doc/hookwarden/"+filepath.Base(md)+"\n") {
+			t.Errorf("packaging/nfpm.yaml does not install %s", filepath.Base(md))
 		}
 	}
 }

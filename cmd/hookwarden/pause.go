@@ -45,15 +45,17 @@ func newPauseResumeCmd(g *globals, action, short, long string) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dest := args[0]
+			cfg, err := g.optionalConfig()
+			if err != nil {
+				return err
+			}
 			if src, name, ok := strings.Cut(dest, "/"); !ok || src == "" || name == "" || strings.Contains(name, "/") {
-				return usageErrorf("%s: %q: want a destination as source/name", action, dest)
+				return usageErrorf("%s: %q: want a destination as source/name%s", action, dest, knownDestinations(cfg))
 			}
 			// A typo must not pause (or create state for) a destination
 			// that does not exist; with --db alone there is no list.
-			if cfg, err := g.optionalConfig(); err != nil {
-				return err
-			} else if cfg != nil && !destinationSet(cfg)[dest] {
-				return usageErrorf("%s: no destination %s in the configuration", action, dest)
+			if cfg != nil && !destinationSet(cfg)[dest] {
+				return usageErrorf("%s: no destination %s in the configuration%s", action, dest, knownDestinations(cfg))
 			}
 			ctx := cmd.Context()
 			s, cfg, target, err := g.openWriteStore(ctx, action)
@@ -122,4 +124,17 @@ func destinationRates(cfg *config.Config) map[string]string {
 		}
 	}
 	return m
+}
+
+// knownDestinations is ": the destinations are a/b, c/d" for a refusal, or
+// "" without a configuration.
+func knownDestinations(cfg *config.Config) string {
+	if cfg == nil {
+		return ""
+	}
+	names := destinationNames(cfg)
+	if len(names) == 0 {
+		return ""
+	}
+	return "; the destinations are " + strings.Join(names, ", ")
 }

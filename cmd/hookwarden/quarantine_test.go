@@ -350,7 +350,10 @@ func TestConcurrentBodyReplaysThroughTheBinary(t *testing.T) {
 func TestCheckWarnsTypeFilterOnUnsignedHeader(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
+	// Port 0: check binds the listen addresses, and 8080 may be taken here.
 	doc := fmt.Sprintf(`
+listen: "127.0.0.1:0"
+admin: { listen: "127.0.0.1:0" }
 database: { path: %q }
 sources:
   - name: gh

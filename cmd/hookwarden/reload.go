@@ -189,6 +189,7 @@ func restartKeys(cur, next *config.Config) []string {
 	diff("limits.max_connections", cur.Limits.MaxConnections, next.Limits.MaxConnections)
 	diff("limits.commit_timeout", cur.Limits.CommitTimeout, next.Limits.CommitTimeout)
 	diff("redact_headers", cur.RedactHeaders, next.RedactHeaders)
+	diff("instance_name", cur.InstanceName, next.InstanceName)
 	diff("log.level", cur.Log.Level, next.Log.Level)
 	diff("log.format", cur.Log.Format, next.Log.Format)
 	diff("tls.cert", cur.TLS.Cert, next.TLS.Cert)

@@ -36,7 +36,20 @@ func newServeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the receiver, the delivery workers and the admin server until SIGTERM/SIGINT",
-		Args:  cobra.NoArgs,
+		Long: `Run the receiver (listen, default 127.0.0.1:8080; tls: for native HTTPS), the
+delivery workers and the admin server (admin.listen, default 127.0.0.1:8081:
+/healthz, /readyz, /metrics, the API and the dashboard) until SIGTERM or SIGINT,
+which drain the deliveries under way.
+
+The configuration is --config FILE, else $HOOKWARDEN_CONFIG, ./config.yaml or
+/etc/hookwarden/config.yaml; HOOKWARDEN_* variables override its keys. Run
+"hookwarden check" first: it reports every problem serve would stop on.
+
+SIGHUP (systemctl reload) reloads sources, secrets, filters and destinations
+without dropping a request; listen addresses, the database, admin, limits, log,
+tls paths and trusted_proxies need a restart. One serve per SQLite file; any
+number on one PostgreSQL database. --demo runs a self-contained demo (make run).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			hup, stopHUP := notifyHUP() // before anything slow: SIGHUP must never kill serve

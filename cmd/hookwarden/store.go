@@ -9,14 +9,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,10 +84,11 @@ func openPostgres(ctx context.Context, key string, ref config.Secret, opts pgsto
 func openServeStore(ctx context.Context, cfg *config.Config, log *slog.Logger,
 	onCommit func(batch int, d time.Duration, err error)) (s hookwarden.Store, unlock func() error, err error) {
 	if cfg.Database.Postgres() {
-		// Instance: the host's name (pgstore's default), stable across
-		// restarts, so that gaps tells a restart from an outage.
+		// Instance: instance_name, else the host's name and the listen
+		// port, stable across restarts, so that gaps tells a restart from
+		// an outage, and two receivers on one host are two instances.
 		st, err := openPostgres(ctx, "database.url", cfg.Database.URL, pgstore.Options{
-			Timeout: cfg.Limits.CommitTimeout.D(), Logger: log, OnCommit: onCommit})
+			Timeout: cfg.Limits.CommitTimeout.D(), Logger: log, OnCommit: onCommit, Instance: cfg.Instance()})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -107,6 +109,15 @@ func openServeStore(ctx context.Context, cfg *config.Config, log *slog.Logger,
 		return nil, nil, fmt.Errorf("database.path %s: %w", path, err)
 	}
 	return st, owner.Release, nil
+}
+
+// newSQLite: cfg's store is an SQLite file that does not exist yet.
+func newSQLite(cfg *config.Config) bool {
+	if cfg.Database.Postgres() || cfg.Database.Path == "" {
+		return false
+	}
+	_, err := os.Lstat(cfg.Database.Path)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // storeOwner says whether a serve owns the store at path, and which (its
@@ -150,7 +161,7 @@ func backupRefusal(db config.Database) error {
 // writes nothing.
 func checkConnect(ctx context.Context, db config.Database) []config.Problem {
 	url, err := db.URL.Resolve()
-	if err != nil {
+	if err != nil || config.CheckPostgresURL(url) != nil {
 		return nil // reported by Validate already
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -200,7 +211,20 @@ func exportStore(ctx context.Context, src hookwarden.Store, dest string, since t
 	if _, err := os.Lstat(dest); err == nil {
 		return nil, fmt.Errorf("%s: %w", dest, hookwarden.ErrExists)
 	}
-	tmp := filepath.Join(filepath.Dir(dest), "."+filepath.Base(dest)+".export-"+strconv.Itoa(os.Getpid()))
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(dest), "."+filepath.Base(dest)+".export-"+hex.EncodeToString(rnd[:]))
+	// The copy is created here, new (O_EXCL opens no symlink), 0600, so
+	// that SQLite opens a file this process made, never one planted at the
+	// name.
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", dest, err)
+	}
+	if err := errors.Join(f.Chmod(0o600), f.Close()); err != nil {
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("create %s: %w", dest, err)
+	}
 	defer removeSQLite(tmp)
 	out, err := sqlitestore.Open(ctx, tmp, sqlitestore.Options{Logger: log})
 	if err != nil {

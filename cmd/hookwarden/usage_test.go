@@ -48,7 +48,7 @@ func TestCommandLineErrorsExit2(t *testing.T) {
 		{[]string{"dead", "frob"}, `unknown command "frob" for "hookwarden dead"`},
 		{[]string{"quarantine", "frob"}, `unknown command "frob" for "hookwarden quarantine"`},
 		{[]string{"events", "list", "x"}, `unknown command "x" for "hookwarden events list"`},
-		{[]string{"events", "show", "std"}, "accepts 2 arg(s), received 1"},
+		{[]string{"events", "show", "std"}, "accepts 2 arg(s), received 1\nusage: hookwarden events show SOURCE EVENT_ID"},
 		{[]string{"events", "show", "std", "a", "b"}, "accepts 2 arg(s), received 3"},
 		{[]string{"dead", "list", "x"}, `unknown command "x" for "hookwarden dead list"`},
 		{[]string{"quarantine", "list", "x"}, `unknown command "x" for "hookwarden quarantine list"`},

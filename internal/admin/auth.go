@@ -9,8 +9,15 @@ package admin
 //     address (IPv6: its /64). After failFree failures each further attempt
 //     from there is refused with 429 and Retry-After, unchecked, for a delay
 //     that doubles with each failure up to failCap. At most maxTracked
-//     addresses are kept; idle ones are forgotten after failForget, and when
-//     the table is full the longest-idle one goes.
+//     addresses are kept; idle ones are forgotten after failForget (an hour
+//     after their last attempt, refused ones included). When the table is
+//     full, the entry with the fewest failures (the longest idle of those)
+//     makes room, never one that has reached failFree: failures from other
+//     addresses must not give a held-back client fresh guesses. If every
+//     entry has reached failFree, new addresses share one overflow entry,
+//     which is held back like any client (an admin arriving from a new
+//     address during such an attack waits too; a right token never clears
+//     the shared entry).
 //   - A session is "v2.<id|issued|expires>.<HMAC>" under a key made at
 //     process start: it expires after SessionTTL (12 h) and logout revokes
 //     its id. Revocations are kept in memory until the session would have
@@ -54,6 +61,7 @@ type auth struct {
 	revoked   map[[16]byte]time.Time // session id -> its expiry
 	notBefore time.Time              // sessions issued earlier are void
 	clients   map[string]*failures
+	overflow  failures // every untracked address while the table is full of held-back ones
 }
 
 type failures struct {
@@ -90,19 +98,30 @@ func (a *auth) checkToken(r *http.Request, token string) (ok bool, retry time.Du
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f := a.clients[key]
+	shared := false
+	if f == nil && !a.makeRoom(now) {
+		f, shared = &a.overflow, true
+	}
 	if f != nil && now.Before(f.until) {
+		f.last = now // refused, yet still trying: not idle
 		return false, f.until.Sub(now)
 	}
 	if f != nil && now.Sub(f.last) > failForget {
-		delete(a.clients, key) // idle for an hour: a fresh start
-		f = nil
+		// idle for an hour: a fresh start
+		if shared {
+			a.overflow = failures{}
+		} else {
+			delete(a.clients, key)
+			f = nil
+		}
 	}
 	if a.tokenOK(token) {
-		delete(a.clients, key)
+		if !shared {
+			delete(a.clients, key)
+		}
 		return true, 0
 	}
 	if f == nil {
-		a.makeRoom(now)
 		f = &failures{}
 		a.clients[key] = f
 	}
@@ -118,24 +137,33 @@ func (a *auth) checkToken(r *http.Request, token string) (ok bool, retry time.Du
 	return false, 0
 }
 
-// makeRoom keeps the table of failing clients bounded (a.mu held).
-func (a *auth) makeRoom(now time.Time) {
+// makeRoom keeps the table of failing clients bounded (a.mu held): false
+// means no entry may go, every one having reached failFree.
+func (a *auth) makeRoom(now time.Time) bool {
 	if len(a.clients) < maxTracked {
-		return
+		return true
 	}
-	oldestKey, oldest := "", now
+	victim, vf := "", (*failures)(nil)
 	for k, f := range a.clients {
 		if now.Sub(f.last) > failForget && !now.Before(f.until) {
 			delete(a.clients, k)
 			continue
 		}
-		if f.last.Before(oldest) || oldestKey == "" {
-			oldestKey, oldest = k, f.last
+		if f.n >= failFree {
+			continue // held back, or will be at its next failure: it stays
+		}
+		if vf == nil || f.n < vf.n || (f.n == vf.n && f.last.Before(vf.last)) {
+			victim, vf = k, f
 		}
 	}
-	if len(a.clients) >= maxTracked {
-		delete(a.clients, oldestKey)
+	if len(a.clients) < maxTracked {
+		return true
 	}
+	if vf == nil {
+		return false
+	}
+	delete(a.clients, victim)
+	return true
 }
 
 // clientKey is the address failures are counted against: the TCP peer, or

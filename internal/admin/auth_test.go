@@ -330,3 +330,55 @@ func TestFailureTableIsBounded(t *testing.T) {
 		t.Fatalf("%d clients tracked, want at most %d", n, maxTracked)
 	}
 }
+
+// A held-back client stays held back whatever other addresses do: 4,100
+// failures from other addresses (the table holds 4,096) used to evict it
+// and give it five fresh guesses. When the whole table is held back, new
+// addresses share one entry, held back in turn.
+func TestFailuresElsewhereDoNotFreeAHeldBackClient(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	a := New(Options{Token: longToken, Now: clock.Now})
+	req := func(ip netip.Addr) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.RemoteAddr = netip.AddrPortFrom(ip, 1234).String()
+		return r
+	}
+	victim := netip.MustParseAddr("127.0.0.1")
+	for i := 0; i < failFree; i++ {
+		a.auth.checkToken(req(victim), "guess")
+	}
+	if _, retry := a.auth.checkToken(req(victim), "guess"); retry <= 0 {
+		t.Fatal("not held back after failFree failures")
+	}
+	other := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, byte(i >> 16), byte(i >> 8), byte(i + 2)}) }
+	for i := 0; i < maxTracked+4; i++ {
+		a.auth.checkToken(req(other(i)), "guess")
+	}
+	if _, retry := a.auth.checkToken(req(victim), longToken); retry <= 0 {
+		t.Fatal("4,100 failures from other addresses gave the held-back client fresh guesses")
+	}
+
+	// Every tracked address held back: a new one is counted in the shared
+	// overflow entry, and after failFree failures there every new address
+	// is held back.
+	for i := 0; i < maxTracked; i++ {
+		for j := 0; j < failFree; j++ {
+			a.auth.checkToken(req(other(i)), "guess")
+		}
+	}
+	if n := len(a.auth.clients); n > maxTracked {
+		t.Fatalf("%d clients tracked, want at most %d", n, maxTracked)
+	}
+	if _, retry := a.auth.checkToken(req(victim), longToken); retry <= 0 {
+		t.Fatal("the held-back client was freed")
+	}
+	fresh := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}) }
+	for i := 0; i < failFree; i++ {
+		if ok, retry := a.auth.checkToken(req(fresh(i)), "guess"); ok || retry > 0 {
+			t.Fatalf("overflow guess %d: ok %v retry %v, want a plain failure", i, ok, retry)
+		}
+	}
+	if _, retry := a.auth.checkToken(req(fresh(100)), longToken); retry <= 0 {
+		t.Fatal("a new address after failFree overflow failures is not held back")
+	}
+}

@@ -9,6 +9,7 @@ package admin
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -37,7 +38,7 @@ type dashChart struct {
 }
 
 type chartRect struct {
-	Class      string // acc, dup; outage, silence
+	Class      string // acc, dup; outage, "outage recovered", silence
 	X, Y, W, H string
 	Title      string
 }
@@ -105,8 +106,25 @@ func buildChart(source string, hours []hookwarden.HourCount, gaps hookwarden.Gap
 		if o.Kind != "" && o.Kind != "outage" {
 			continue // a restart while another instance served: nothing missed
 		}
-		shade("outage", o.Start, o.End, fmt.Sprintf("Hookwarden down %s → %s (%s)", o.Start.UTC().Format("Jan 2 15:04"),
-			endText(o.End), dashDuration(o.Length)))
+		// Red while this source's events of the window are missing; once
+		// recovered (or covered by the provider's retries) it is drawn as
+		// settled, so what still needs a hand stands out.
+		class, state := "outage", ""
+		for _, r := range o.Sources {
+			if r.Source == source {
+				state = r.Recovery
+			}
+		}
+		switch state {
+		case hookwarden.RecoveryRecovered, hookwarden.RecoveryRetried:
+			class = "outage recovered"
+			state = " — " + strings.ReplaceAll(state, "_", " ")
+		case "":
+		default:
+			state = " — " + strings.ReplaceAll(state, "_", " ")
+		}
+		shade(class, o.Start, o.End, fmt.Sprintf("Hookwarden down %s → %s (%s)%s", o.Start.UTC().Format("Jan 2 15:04"),
+			endText(o.End), dashDuration(o.Length), state))
 	}
 	for _, s := range gaps.Silences {
 		if s.Source != source {

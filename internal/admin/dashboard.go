@@ -454,6 +454,10 @@ type dashDestRow struct {
 	hookwarden.OutboxStat
 	Stale bool // oldest pending older than 30 minutes (the alert's threshold)
 	Flow  hookwarden.DestinationState
+	// Replayable is how many of Dead the bulk button replays (those dead
+	// ForceAfter times need Replay anyway, one by one): -1 when the list
+	// shown is not all of them, so the count is unknown.
+	Replayable int
 }
 
 type dashDead struct {
@@ -567,6 +571,18 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request) {
 		data.Dead = append(data.Dead, dashDead{DeadLetter: dl, NeedsForce: dl.DeadCount >= hookwarden.ForceAfter})
 	}
 	data.DeadMore = next != 0
+	for i := range data.Dests {
+		row := &data.Dests[i]
+		row.Replayable = -1
+		if !data.DeadMore {
+			row.Replayable = 0
+			for _, dl := range data.Dead {
+				if dl.Destination == row.Destination && !dl.NeedsForce {
+					row.Replayable++
+				}
+			}
+		}
+	}
 
 	if data.Quarantined, _, err = d.o.Store.ListEvents(ctx, hookwarden.EventFilter{
 		Status: hookwarden.StatusQuarantined, Limit: 20}); err != nil {

@@ -201,7 +201,7 @@ func TestDashboardRendersEverySection(t *testing.T) {
 		"evt_&lt;script&gt;alert(1)&lt;/script&gt;", // provider data is escaped
 		`name="job" value="41"`, ">Replay</button>", // one button per dead letter
 		`name="force" value="1"`, "Replay anyway", // three strikes: the forced button
-		"Replay all 2 for stripe/app",                         // the bulk button
+		"Replay all for stripe/app</button> <small>except those refused too often", // the bulk button (more than shown)
 		"The newest 2 are shown",                              // more than one page
 		`<td class="n">12</td>`, `<td class="n bad">45m</td>`, // outbox depth, stale age
 		`<td class="n">7</td><td class="n">2</td><td class="n">3</td>`,   // last hour
@@ -430,6 +430,8 @@ func TestDashboardChart(t *testing.T) {
 		`<rect class="outage"`, "Hookwarden down",
 		`<rect class="silence"`, "stripe silent",
 		"53 accepted, 5 duplicates; 2 outage or silence window(s) shaded",
+		"the tallest bar is 40 an hour", // the scale names both series' maximum
+		`<span class="key outage recovered"></span>outage, recovered`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -443,5 +445,29 @@ func TestDashboardChart(t *testing.T) {
 	}
 	if n := strings.Count(page, `class="acc"`); n != 3 {
 		t.Errorf("%d accepted bars, want 3 (one per hour with traffic in the span)", n)
+	}
+}
+
+// The bulk button offers only what it would replay: a dead letter dead
+// ForceAfter times is skipped by it, so with only such ones there is none.
+func TestDashboardBulkReplayCountsWhatItReplays(t *testing.T) {
+	f := setupDashboard(t, "")
+	now := time.Now()
+	dead := []hookwarden.DeadLetter{{JobID: 42, Source: "stripe", EventID: "evt_thrice", Destination: "stripe/app",
+		Attempts: 12, DeadCount: 3, DeadAt: now}}
+	f.store.outbox = func(context.Context, []string) ([]hookwarden.OutboxStat, error) {
+		return []hookwarden.OutboxStat{{Destination: "stripe/app", Dead: len(dead)}}, nil
+	}
+	f.store.dead = func(context.Context, hookwarden.DeadFilter) ([]hookwarden.DeadLetter, int64, error) {
+		return dead, 0, nil
+	}
+	_, page := f.get("/")
+	if strings.Contains(page, `name="all" value="1"`) || !strings.Contains(page, "each refused too often for a bulk replay") {
+		t.Errorf("one dead letter needing --force: the page offers a bulk replay:\n%s", page)
+	}
+	dead = append(dead, hookwarden.DeadLetter{JobID: 43, Source: "stripe", EventID: "evt_once", Destination: "stripe/app",
+		Attempts: 1, DeadCount: 1, DeadAt: now})
+	if _, page = f.get("/"); !strings.Contains(page, "Replay 1 of 2 for stripe/app") {
+		t.Errorf("one of two needs --force: want \"Replay 1 of 2\":\n%s", page)
 	}
 }

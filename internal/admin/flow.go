@@ -76,8 +76,7 @@ func (api *API) destinations(w http.ResponseWriter, r *http.Request) {
 func (api *API) pauseResume(w http.ResponseWriter, r *http.Request) {
 	// The same guards as /api/replay: a dashboard's cookie must not let
 	// another site's form or fetch pause a destination.
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		WriteJSON(w, http.StatusForbidden, map[string]string{"status": "forbidden", "error": "cross-site request"})
+	if refuseCrossOrigin(w, r) {
 		return
 	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {

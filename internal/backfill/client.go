@@ -3,6 +3,7 @@ package backfill
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -157,10 +158,11 @@ const (
 
 // client is the HTTP part every provider shares.
 type client struct {
-	name string // for messages
-	base *url.URL
-	o    Options
-	auth func(*http.Request)
+	name    string // for messages
+	base    *url.URL
+	o       Options
+	auth    func(*http.Request)
+	secrets []string // the key and what auth sends: never in an error
 }
 
 func newClient(name, defaultBase string, history time.Duration, o Options, auth func(*http.Request)) (*client, error) {
@@ -198,6 +200,17 @@ func newClient(name, defaultBase string, history time.Duration, o Options, auth 
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	// What auth sends (the header's value, its token, a basic pair's
+	// base64) is what a provider echoing the request would quote.
+	probe, _ := http.NewRequest(http.MethodGet, base.String(), nil)
+	auth(probe)
+	secrets := []string{o.APIKey}
+	for _, v := range probe.Header.Values("Authorization") {
+		secrets = append(secrets, v)
+		if _, cred, ok := strings.Cut(v, " "); ok {
+			secrets = append(secrets, cred)
+		}
+	}
 	hc := &http.Client{Timeout: 60 * time.Second}
 	if o.Client != nil {
 		c := *o.Client
@@ -214,7 +227,7 @@ func newClient(name, defaultBase string, history time.Duration, o Options, auth 
 		return nil
 	}
 	o.Client = hc
-	return &client{name: name, base: base, o: o, auth: auth}, nil
+	return &client{name: name, base: base, o: o, auth: auth, secrets: secrets}, nil
 }
 
 // CheckAPIBase is what every client checks of api_base: https, or http on
@@ -312,11 +325,18 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// do sends one request, retrying 429 (after Retry-After) and 5xx/transport
+// do is do1 with every known secret taken out of its error: a provider
+// may quote the request (Authorization included) in an error body.
+func (c *client) do(ctx context.Context, method string, u *url.URL, body []byte) ([]byte, http.Header, error) {
+	data, h, err := c.do1(ctx, method, u, body)
+	return data, h, Scrub(err, c.secrets...)
+}
+
+// do1 sends one request, retrying 429 (after Retry-After) and 5xx/transport
 // failures (with backoff), and returns the body of a 2xx answer. A POST
 // retried after a 5xx that did take effect asks for a second redelivery at
 // worst: its copy meets the claim already taken and is a duplicate.
-func (c *client) do(ctx context.Context, method string, u *url.URL, body []byte) ([]byte, http.Header, error) {
+func (c *client) do1(ctx context.Context, method string, u *url.URL, body []byte) ([]byte, http.Header, error) {
 	wait := c.o.Backoff
 	var last error
 	for attempt := 1; attempt <= c.o.MaxAttempts; attempt++ {
@@ -375,7 +395,7 @@ func (c *client) do(ctx context.Context, method string, u *url.URL, body []byte)
 			last = fmt.Errorf("%s %s: %s answered %d", method, u.Path, c.name, st)
 			wait = nextBackoff(wait, attempt)
 		default:
-			return nil, nil, &StatusError{Status: st, Message: message(data)}
+			return nil, nil, &StatusError{Status: st, Message: Redact(message(data), c.secrets...)}
 		}
 	}
 	return nil, nil, fmt.Errorf("%w after %d attempts: %v", ErrRetriesExhausted, c.o.MaxAttempts, last)
@@ -464,3 +484,39 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Redact replaces in s every secret (of 6 characters or more: a shorter
+// one is no key) and its base64 forms with [redacted].
+func Redact(s string, secrets ...string) string {
+	for _, k := range secrets {
+		if len(k) < 6 {
+			continue
+		}
+		for _, form := range []string{k, base64.StdEncoding.EncodeToString([]byte(k + ":")),
+			base64.StdEncoding.EncodeToString([]byte(k)), url.QueryEscape(k)} {
+			s = strings.ReplaceAll(s, form, "[redacted]")
+		}
+	}
+	return s
+}
+
+// Scrub is err with Redact applied to its message; errors.Is and As still
+// see what it wraps. nil stays nil.
+func Scrub(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if r := Redact(msg, secrets...); r != msg {
+		return &redactedError{msg: r, err: err}
+	}
+	return err
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -48,6 +48,27 @@ type Config struct {
 	// besides Authorization, Proxy-Authorization, Cookie, X-Api-Key and
 	// X-Telegram-Bot-Api-Secret-Token, which always are.
 	RedactHeaders []string `mapstructure:"redact_headers"`
+	// InstanceName names this serve in the run log of a shared PostgreSQL
+	// store, stable across its restarts (default: the host's name and the
+	// listen port, "web1:8080"), so that two receivers on one host are two
+	// instances: one's restart is told from an outage, and neither gives
+	// back the other's leases as its own at start.
+	InstanceName string `mapstructure:"instance_name"`
+}
+
+// Instance is InstanceName, or the host's name and the listen port.
+func (c *Config) Instance() string {
+	if c.InstanceName != "" {
+		return c.InstanceName
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err == nil && port != "" {
+		return host + ":" + port
+	}
+	return host
 }
 
 // TLS names a PEM certificate chain and its key. Paths may use ${VAR}, e.g.
@@ -476,6 +497,9 @@ func (c *Config) Validate() []Problem {
 			add(fmt.Sprintf("trusted_proxies[%d]", i), "%q is neither an IP address nor a CIDR prefix", s)
 		}
 	}
+	if n := c.InstanceName; n != "" && (len(n) > 128 || strings.IndexFunc(n, func(r rune) bool { return r < 0x21 || r == 0x7f }) >= 0) {
+		add("instance_name", "%q: want up to 128 printable characters, no spaces", n)
+	}
 	if len(c.Sources) == 0 {
 		add("sources", "at least one source is needed")
 	}
@@ -524,8 +548,21 @@ func CheckPostgresURL(u string) error {
 	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		return errors.New("not a PostgreSQL URL: want postgres://USER@HOST:5432/DATABASE?sslmode=verify-full")
 	}
-	if _, err := pgconn.ParseConfig(u); err != nil {
-		return errors.New("not a valid PostgreSQL URL: want postgres://USER@HOST:5432/DATABASE?sslmode=verify-full")
+	cfg, err := pgconn.ParseConfig(u)
+	if err != nil {
+		return errors.New("not a valid PostgreSQL URL: want postgres://USER@HOST:5432/DATABASE?sslmode=verify-full " +
+			"(percent-encode @ / ? # : and spaces in the user and password: %40 %2F %3F %23 %3A %20)")
+	}
+	// pgx ends the password at the first @ and takes the rest for the host:
+	// that host would then be printed in every connection error.
+	hosts := []string{cfg.Host}
+	for _, f := range cfg.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if strings.Contains(h, "@") {
+			return errors.New("the user or password of the URL holds an unescaped @: percent-encode it as %40")
+		}
 	}
 	return nil
 }

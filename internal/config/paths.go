@@ -170,7 +170,7 @@ func checkDatabase(path string) error {
 	if err := writable(dir, true); err != nil {
 		return fmt.Errorf("directory %s is not writable: the database, its -wal and -shm files cannot be created there", dir)
 	}
-	return nil
+	return sharedDir(dir, dir == filepath.Dir(path))
 }
 
 // missing: nothing at the path, or a file where a directory should be (the

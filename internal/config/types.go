@@ -93,6 +93,9 @@ func (s Secret) Resolve() (string, error) {
 		if !ok || v == "" {
 			return "", fmt.Errorf("secret %s: environment variable %s is not set", ref, name)
 		}
+		if strings.TrimSpace(v) == "" {
+			return "", fmt.Errorf("secret %s: environment variable %s holds only whitespace", ref, name)
+		}
 		return v, nil
 	case strings.HasPrefix(ref, "file:"):
 		path, err := expandPath(strings.TrimPrefix(ref, "file:"))
@@ -106,6 +109,10 @@ func (s Secret) Resolve() (string, error) {
 		v := strings.TrimRight(string(b), "\r\n")
 		if v == "" {
 			return "", fmt.Errorf("secret %s: file %s is empty", ref, path)
+		}
+		// Spaces or blank lines alone are a file written wrong, not a key.
+		if strings.TrimSpace(v) == "" {
+			return "", fmt.Errorf("secret %s: file %s holds only whitespace", ref, path)
 		}
 		return v, nil
 	case ref == "":

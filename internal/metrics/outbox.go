@@ -74,8 +74,34 @@ func (c *outboxCollector) refresh(ctx context.Context) {
 		}
 	}
 	c.mu.Lock()
+	prev, first := c.paused, c.refreshed.IsZero()
 	c.stats, c.paused, c.refreshed = stats, paused, time.Now()
 	c.mu.Unlock()
+	c.logPauses(dests, prev, paused, first)
+}
+
+// logPauses says in the log when a destination becomes paused (by
+// pause_after's failures, another serve or an operator) or resumed: an
+// automatic pause must not pass unnoticed until someone reads a gauge. A
+// destination paused at start is said once too.
+func (c *outboxCollector) logPauses(dests []string, prev, now map[string]bool, first bool) {
+	if c.log == nil || now == nil {
+		return
+	}
+	for _, d := range dests {
+		p, was := now[d], prev[d]
+		switch {
+		case p && !was:
+			msg := "destination paused: no deliveries until it is resumed"
+			if first {
+				msg = "destination is paused: no deliveries until it is resumed"
+			}
+			c.log.Warn(msg, "destination", d, "cause", "pause_after failures, or an operator (the audit log says)",
+				"resume", "hookwarden resume "+d)
+		case was && !p && !first:
+			c.log.Info("destination resumed", "destination", d)
+		}
+	}
 }
 
 func (c *outboxCollector) run(ctx context.Context, every time.Duration) {
