@@ -106,10 +106,8 @@ sources:
 // as a restart, apart from the outage windows; the backfill hint goes once
 // every window is recovered; with TZ=UTC no time is printed twice.
 func TestGapsTextRestartsAndRecoveredFooter(t *testing.T) {
-	t.Setenv("TZ", "UTC")
-	saved := time.Local
-	time.Local = time.UTC
-	t.Cleanup(func() { time.Local = saved })
+	outputZone = time.UTC
+	t.Cleanup(func() { outputZone = nil })
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	rep := hookwarden.GapReport{Runs: 3, Outages: []hookwarden.Outage{
 		{Kind: "restart", Start: t0, End: t0.Add(3 * time.Second), Length: 3 * time.Second, Crash: true},

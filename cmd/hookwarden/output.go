@@ -159,7 +159,7 @@ func fmtUTC(t time.Time) string {
 func localIsUTC() bool {
 	y := time.Now().Year()
 	for _, m := range []time.Month{time.January, time.July} {
-		if _, off := time.Date(y, m, 1, 12, 0, 0, 0, time.Local).Zone(); off != 0 {
+		if _, off := time.Date(y, m, 1, 12, 0, 0, 0, localZone()).Zone(); off != 0 {
 			return false
 		}
 	}
@@ -171,7 +171,18 @@ func fmtLocal(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05 MST")
+	return t.In(localZone()).Format("2006-01-02 15:04:05 MST")
+}
+
+// outputZone, when set (tests), replaces the machine's zone in what the
+// CLI prints: time.Local is the runtime's, read by every goroutine.
+var outputZone *time.Location
+
+func localZone() *time.Location {
+	if outputZone != nil {
+		return outputZone
+	}
+	return time.Local
 }
 
 // fmtDur prints a duration the way an operator reads it: 850ms, 12.3s, 4m05s, 3h12m, 2d4h.
