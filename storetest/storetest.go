@@ -71,6 +71,8 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"ClaimOnceAmong64Doubles", testClaimOnce},
 		{"BatchEvents", testBatch},
+		{"EnvelopeEvents", testEnvelopeEvents},
+		{"EnvelopeConcurrent", testEnvelopeConcurrent},
 		{"DivergentDuplicates", testDivergent},
 		{"SeenTokens", testSeenTokens},
 		{"Quarantine/NoEventID", testQuarantineNoID},

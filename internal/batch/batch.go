@@ -536,3 +536,18 @@ func Discord(body []byte) ([]Event, error) {
 	}
 	return whole(body, id), nil
 }
+
+// EmptyArray reports whether body is a JSON object whose member key is an
+// empty array (LINE's verify request: "events": []).
+func EmptyArray(body []byte, key string) bool {
+	top, err := root(body)
+	if err != nil {
+		return false
+	}
+	m, ok := find(top, key)
+	if !ok {
+		return false
+	}
+	els, ok := elements(body, m.val(), 0)
+	return ok && len(els) == 0
+}

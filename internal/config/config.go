@@ -150,6 +150,11 @@ type Source struct {
 	PublicURL     string        `mapstructure:"public_url"`     // twilio: the URL the provider calls
 	AllowUnsigned bool          `mapstructure:"allow_unsigned"` // required for scheme none
 	Destinations  []Destination `mapstructure:"destinations"`
+	// VerifyToken is meta's hub.verify_token, a secret: the GET handshake
+	// echoes hub.challenge only when it matches.
+	VerifyToken Secret `mapstructure:"verify_token"`
+	// Discord configures the answer to Discord interactions.
+	Discord Discord `mapstructure:"discord"`
 	// Backfill recovers outages from the provider's API (docs/backfill.md);
 	// nil: not configured.
 	Backfill *Backfill `mapstructure:"backfill"`
@@ -197,6 +202,14 @@ func BackfillMethod(scheme string) string {
 		return "list"
 	}
 	return "redeliver"
+}
+
+// Discord configures the answer to a Discord interaction.
+type Discord struct {
+	// DeferredType is the deferred response answered after the commit: 5
+	// (default: a message follows) or 6 (component interactions: the
+	// message is updated later).
+	DeferredType int `mapstructure:"deferred_type"`
 }
 
 // HMAC configures the generic hmac scheme.
@@ -614,6 +627,7 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 			add(fmt.Sprintf("%s.secrets[%d]", p, j), "%v", err)
 		}
 	}
+	s.validateMessaging(p, add)
 	if s.Scheme == "twilio" && s.PublicURL == "" {
 		add(p+".public_url", "required for scheme twilio: the exact URL Twilio calls, which it signs")
 	}
