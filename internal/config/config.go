@@ -45,8 +45,8 @@ type Config struct {
 	// recorded. Empty (the default): the TCP peer is the client.
 	TrustedProxies []string `mapstructure:"trusted_proxies"`
 	// RedactHeaders are request headers stored as "[redacted]" (any case),
-	// besides Authorization, Proxy-Authorization, Cookie and X-Api-Key,
-	// which always are.
+	// besides Authorization, Proxy-Authorization, Cookie, X-Api-Key and
+	// X-Telegram-Bot-Api-Secret-Token, which always are.
 	RedactHeaders []string `mapstructure:"redact_headers"`
 }
 
@@ -618,7 +618,15 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 		// Unresolvable secrets are reported below, one per key path.
 		if params, err := s.SignatureParams(); err == nil {
 			if _, err := signature.New(params); err != nil {
-				add(p, "%v", err)
+				// A secret of the wrong format (an Ed25519 public key that is
+				// not 32 bytes, a Telegram token with other characters) is
+				// reported under its own key path.
+				var se *signature.SecretError
+				if errors.As(err, &se) {
+					add(fmt.Sprintf("%s.secrets[%d]", p, se.Index), "scheme %s: %v", s.Scheme, se.Err)
+				} else {
+					add(p, "%v", err)
+				}
 			}
 		}
 	}

@@ -23,6 +23,20 @@ func Covered(p Params) (headers []string, body bool) {
 		return []string{"X-Slack-Request-Timestamp"}, true
 	case "sendgrid":
 		return []string{sendgridTSHeader}, true
+	// The messaging platforms (issue 47); meta, line, x, viber, intercom
+	// and vonage (its JWT's payload_hash) cover the body alone: the default.
+	case "telegram", "graph":
+		// A shared secret in a header (telegram) or in each item of the
+		// body (graph's clientState): nothing is signed.
+		return nil, false
+	case "discord":
+		return []string{"X-Signature-Timestamp"}, true
+	case "telnyx":
+		return []string{"Telnyx-Timestamp"}, true
+	case "zoom":
+		return []string{"X-Zm-Request-Timestamp"}, true
+	case "zendesk":
+		return []string{"X-Zendesk-Webhook-Signature-Timestamp"}, true
 	case "hmac":
 		var hs []string
 		if p.HMAC.TimestampHeader != "" {

@@ -2,6 +2,7 @@ package signature
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -168,5 +169,126 @@ func FuzzMailgunBody(f *testing.F) {
 			t.Fatalf("parseMailgun accepted an incomplete block %+v", s)
 		}
 		checkErr(t, ver.Verify(&Request{Header: http.Header{}, Body: body, Now: now}))
+	})
+}
+
+// The messaging schemes (issue 47). Each target feeds its signature and
+// timestamp headers and the body; the seeds are the scheme's vectors.
+
+// fuzzHeaders seeds f with the named headers and body of each vector.
+func fuzzHeaders(f *testing.F, vs []vector, names ...string) {
+	f.Helper()
+	for _, v := range vs {
+		r := v.request()
+		args := []any{}
+		for _, n := range names {
+			args = append(args, r.Header.Get(n))
+		}
+		f.Add(append(args, []byte(v.Body))...)
+	}
+}
+
+func FuzzBodyMAC(f *testing.F) {
+	// meta, line, x, viber and intercom share one parser (bodyMAC).
+	vs, _, now := fuzzSetup(f, "meta", "line", "x", "viber", "intercom")
+	fuzzHeaders(f, vs, "X-Hub-Signature-256", "X-Line-Signature")
+	var vers []Verifier
+	for _, s := range []string{"meta", "line", "x", "viber", "intercom"} {
+		v, err := New(Params{Scheme: s, Secrets: []string{"k"}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		vers = append(vers, v)
+	}
+	f.Fuzz(func(t *testing.T, sig, sig2 string, body []byte) {
+		h := http.Header{"X-Hub-Signature-256": {sig}, "X-Line-Signature": {sig2}, "X-Twitter-Webhooks-Signature": {sig},
+			"X-Viber-Content-Signature": {sig2}, "X-Hub-Signature": {sig2}}
+		for _, v := range vers {
+			checkErr(t, v.Verify(&Request{Header: h, Body: body, Now: now}))
+		}
+	})
+}
+
+func FuzzTelegram(f *testing.F) {
+	vs, ver, now := fuzzSetup(f, "telegram")
+	fuzzHeaders(f, vs, telegramHeader)
+	f.Fuzz(func(t *testing.T, tok string, body []byte) {
+		err := ver.Verify(&Request{Header: http.Header{telegramHeader: {tok}}, Body: body, Now: now})
+		checkErr(t, err)
+		if err == nil && tok != "tg_Secret-Token_0123456789abcdef" {
+			t.Fatalf("token %q accepted", tok)
+		}
+	})
+}
+
+func FuzzEd25519(f *testing.F) {
+	vs, discord, now := fuzzSetup(f, "discord", "telnyx")
+	fuzzHeaders(f, vs, "X-Signature-Ed25519", "X-Signature-Timestamp")
+	fuzzHeaders(f, vs, "Telnyx-Signature-Ed25519", "Telnyx-Timestamp")
+	var telnyx Verifier
+	for _, v := range vs {
+		if v.Provider == "telnyx" {
+			var err error
+			if telnyx, err = New(v.params(f)); err != nil {
+				f.Fatal(err)
+			}
+			break
+		}
+	}
+	f.Fuzz(func(t *testing.T, sig, ts string, body []byte) {
+		h := http.Header{"X-Signature-Ed25519": {sig}, "X-Signature-Timestamp": {ts},
+			"Telnyx-Signature-Ed25519": {sig}, "Telnyx-Timestamp": {ts}}
+		checkErr(t, discord.Verify(&Request{Header: h, Body: body, Now: now}))
+		checkErr(t, telnyx.Verify(&Request{Header: h, Body: body, Now: now}))
+	})
+}
+
+func FuzzZoom(f *testing.F) {
+	vs, ver, now := fuzzSetup(f, "zoom")
+	fuzzHeaders(f, vs, zoomTSHeader, zoomSigHeader)
+	f.Fuzz(func(t *testing.T, ts, sig string, body []byte) {
+		h := http.Header{zoomTSHeader: {ts}, zoomSigHeader: {sig}}
+		checkErr(t, ver.Verify(&Request{Header: h, Body: body, Now: now}))
+	})
+}
+
+func FuzzVonage(f *testing.F) {
+	vs, ver, now := fuzzSetup(f, "vonage")
+	fuzzHeaders(f, vs, "Authorization")
+	f.Add("Bearer ..", []byte{})
+	f.Add("Bearer e30.e30.", []byte("{}"))
+	f.Fuzz(func(t *testing.T, auth string, body []byte) {
+		checkErr(t, ver.Verify(&Request{Header: http.Header{"Authorization": {auth}}, Body: body, Now: now}))
+	})
+}
+
+func FuzzZendesk(f *testing.F) {
+	vs, ver, now := fuzzSetup(f, "zendesk")
+	fuzzHeaders(f, vs, zendeskSigHeader, zendeskTSHeader)
+	f.Fuzz(func(t *testing.T, sig, ts string, body []byte) {
+		h := http.Header{zendeskSigHeader: {sig}, zendeskTSHeader: {ts}}
+		checkErr(t, ver.Verify(&Request{Header: h, Body: body, Now: now}))
+	})
+}
+
+func FuzzGraph(f *testing.F) {
+	ver, err := New(Params{Scheme: "graph", Secrets: []string{"SecretClientState"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, v := range MustLoadVectors(f) {
+		if v.Provider == "msgraph" {
+			f.Add([]byte(v.Body))
+		}
+	}
+	now := t0
+	f.Add([]byte(`{"value":[{"clientState":"SecretClientState"},{"ClientState":"SecretClientState"}]}`))
+	f.Add([]byte(`{"value":[]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		err := ver.Verify(&Request{Header: http.Header{}, Body: body, Now: now})
+		checkErr(t, err)
+		if err == nil && !strings.Contains(string(body), "SecretClientState") {
+			t.Fatalf("accepted without the client state: %q", body)
+		}
 	})
 }

@@ -17,10 +17,23 @@ import (
 //go:embed testdata/vectors.json
 var raw []byte
 
+// messaging holds the messaging platforms' vectors (issue 47), copied
+// verbatim from the research (its vectors/messaging_vectors.json, written and
+// self-checked by its own Python generator with an independent verifier):
+// a JSON list in the same fields, plus method, query and response for the
+// handshakes. Never edit it by hand; copy a new version whole.
+//
+//go:embed testdata/messaging_vectors.json
+var messaging []byte
+
 // Min is the number of vectors the file holds today. Tests fail when they ran
 // fewer, so a truncated file or a loop that skips cannot pass silently. Raise
 // it with the generator; never lower it without saying why in the commit.
 const Min = 95
+
+// MinMessaging is the number of messaging vectors (10 of them published
+// examples); same rule as Min.
+const MinMessaging = 57
 
 // Vector is one request and the verdict a correct verifier must reach.
 type Vector struct {
@@ -43,13 +56,31 @@ type Vector struct {
 	Reason     string            `json:"reason"`
 	Source     string            `json:"source"`
 	URL        string            `json:"url,omitempty"` // twilio: the URL the provider called
+
+	// Handshakes (messaging file only): a request answered at the door,
+	// not an event. Method is "" for an ordinary signed POST.
+	Method   string    `json:"method,omitempty"`
+	Query    string    `json:"query,omitempty"`
+	Response *Response `json:"response,omitempty"`
+}
+
+// Response is the answer a platform expects to a handshake or, for Discord,
+// to a verified request.
+type Response struct {
+	Status      int     `json:"status"`
+	ContentType *string `json:"content_type"` // nil: no body, no content type
+	Body        string  `json:"body"`
 }
 
 // Name is provider/case, unique in the file.
 func (v Vector) Name() string { return v.Provider + "/" + v.Case }
 
-// Secrets returns the secret as a list.
+// Secrets returns the secret as a list (empty for a null secret: a
+// handshake that involves none).
 func (v Vector) Secrets() ([]string, error) {
+	if string(v.Secret) == "null" {
+		return nil, nil
+	}
 	var one string
 	if err := json.Unmarshal(v.Secret, &one); err == nil {
 		return []string{one}, nil
@@ -84,4 +115,24 @@ func Load() ([]Vector, error) {
 		seen[v.Name()] = true
 	}
 	return f.Vectors, nil
+}
+
+// LoadMessaging parses the embedded messaging vectors and refuses a file
+// that holds fewer than MinMessaging or a repeated name.
+func LoadMessaging() ([]Vector, error) {
+	var vs []Vector
+	if err := json.Unmarshal(messaging, &vs); err != nil {
+		return nil, fmt.Errorf("parse messaging vectors: %w", err)
+	}
+	if len(vs) < MinMessaging {
+		return nil, fmt.Errorf("vectors: messaging file holds %d vectors, want at least %d", len(vs), MinMessaging)
+	}
+	seen := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		if seen[v.Name()] {
+			return nil, errors.New("vectors: messaging " + v.Name() + " appears twice")
+		}
+		seen[v.Name()] = true
+	}
+	return vs, nil
 }

@@ -59,3 +59,51 @@ func TestVectorFileShape(t *testing.T) {
 		}
 	}
 }
+
+// The messaging file: its 10 published examples cite their source, every
+// platform has a valid and an invalid vector, and every handshake says what
+// the answer must be.
+func TestMessagingFileShape(t *testing.T) {
+	vs, err := LoadMessaging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := 0
+	type has struct{ valid, invalid bool }
+	by := map[string]*has{}
+	for _, v := range vs {
+		h := by[v.Provider]
+		if h == nil {
+			h = &has{}
+			by[v.Provider] = h
+		}
+		switch v.Expected {
+		case "valid":
+			h.valid = true
+		case "invalid":
+			h.invalid = true
+		default:
+			t.Errorf("%s: expected %q, want valid or invalid", v.Name(), v.Expected)
+		}
+		if strings.HasPrefix(v.Source, "official:") {
+			published++
+		} else if v.Source != "computed, not published" {
+			t.Errorf("%s: source %q, want official:<where> or computed", v.Name(), v.Source)
+		}
+		if v.Method != "" && v.Response == nil && v.Expected == "valid" {
+			t.Errorf("%s: a handshake without the expected response", v.Name())
+		}
+		if _, err := v.Secrets(); err != nil {
+			t.Error(err)
+		}
+	}
+	if published != 10 {
+		t.Errorf("%d published examples, want 10", published)
+	}
+	for _, p := range []string{"meta", "telegram", "line", "discord", "x", "zoom", "vonage", "telnyx", "viber",
+		"intercom", "zendesk", "msgraph"} {
+		if h := by[p]; h == nil || !h.valid || !h.invalid {
+			t.Errorf("%s: want a valid and an invalid vector, have %+v", p, h)
+		}
+	}
+}
