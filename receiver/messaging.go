@@ -199,6 +199,9 @@ func (rc *Receiver) split(src *Source, rec *hookwarden.Receipt, freq *filter.Req
 		}
 		ev.Body = e.Body
 		ev.Derived = e.Derived
+		if ev.Type == "" {
+			ev.Type = e.Type
+		}
 		// The event's own bytes: a retry whose envelope changed around an
 		// unchanged event (Meta's entry.time is the send time) is not
 		// divergent.

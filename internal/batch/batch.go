@@ -40,10 +40,15 @@ type Event struct {
 	Body []byte
 	// Own is the event's own bytes, inside Body.
 	Own []byte
-	// Doc is what the source's extractors (event type, order_by) and
-	// filters read: Body, or for a bare JSON array (SendGrid), which has no
-	// envelope around its elements, the element.
+	// Doc is what the source's extractors (event id and type, order_by)
+	// and filters read: the event's own bytes (Own) where the request holds
+	// several, the whole body where it is the event (Discord's Webhook
+	// Events too, whose type is at event.type).
 	Doc []byte
+	// Type is the event's type where the platform puts it outside the
+	// event (X's array name, Messenger's item kind, Meta's change field),
+	// used when the source's event_type finds none in Doc.
+	Type string
 	// ID is the claim key; "" when the source's event_id extractor decides
 	// (SendGrid's sg_event_id, read from Doc).
 	ID string
@@ -150,8 +155,8 @@ func sub(body []byte, ms []member, key string) ([]member, bool) {
 // event builds an Event from the cut and the event's own span; id "" makes
 // it derived.
 func event(body []byte, c cut, own span, id string) Event {
-	env := c.apply(body)
-	ev := Event{Body: env, Doc: env, Own: body[own.start:own.end], ID: id}
+	o := body[own.start:own.end]
+	ev := Event{Body: c.apply(body), Doc: o, Own: o, ID: id}
 	if id == "" {
 		ev.ID, ev.Derived = Derive(ev.Own), true
 	}
@@ -238,7 +243,10 @@ func Meta(body []byte) ([]Event, error) {
 				lc := append(cut{}, base...)
 				lc.drop(ems, metaEntryArrays("messaging"))
 				lc.keepOnly(mg.val(), it)
-				out = append(out, event(body, lc, it, messagingID(body, it)))
+				id, kind := messagingID(body, it)
+				ev := event(body, lc, it, id)
+				ev.Type = kind
+				out = append(out, ev)
 			}
 		}
 	}
@@ -298,7 +306,11 @@ func metaChange(body []byte, c cut, change span, left int) ([]Event, error) {
 		if left < 1 {
 			return nil, ErrTooMany
 		}
-		out = append(out, event(body, c, change, ""))
+		ev := event(body, c, change, "")
+		if cms, ok := members(body, change); ok {
+			ev.Type, _ = idOf(body, cms, "field")
+		}
+		out = append(out, ev)
 	}
 	return out, nil
 }
@@ -306,17 +318,11 @@ func metaChange(body []byte, c cut, change span, left int) ([]Event, error) {
 // messagingID is a Messenger or Instagram messaging item's id: message.mid,
 // else its kind (the member that is not sender, recipient or timestamp),
 // timestamp and sender, "" (derived) when those are missing.
-func messagingID(body []byte, it span) string {
+func messagingID(body []byte, it span) (id, kind string) {
 	ims, ok := members(body, it)
 	if !ok {
-		return ""
+		return "", ""
 	}
-	if msg, ok := sub(body, ims, "message"); ok {
-		if mid, ok := idOf(body, msg, "mid"); ok {
-			return mid
-		}
-	}
-	kind := ""
 	for _, m := range ims {
 		switch m.key {
 		case "sender", "recipient", "timestamp":
@@ -326,15 +332,20 @@ func messagingID(body []byte, it span) string {
 			}
 		}
 	}
+	if msg, ok := sub(body, ims, "message"); ok {
+		if mid, ok := idOf(body, msg, "mid"); ok {
+			return mid, kind
+		}
+	}
 	ts, okTS := idOf(body, ims, "timestamp")
 	sender := ""
 	if s, ok := sub(body, ims, "sender"); ok {
 		sender, _ = idOf(body, s, "id")
 	}
 	if kind == "" || !okTS || sender == "" {
-		return ""
+		return "", kind
 	}
-	return kind + ":" + ts + ":" + sender
+	return kind + ":" + ts + ":" + sender, kind
 }
 
 // single splits the members' array named key of a top-level object, each
@@ -420,7 +431,9 @@ func X(body []byte) ([]Event, error) {
 					id = m.key + ":" + v
 				}
 			}
-			out = append(out, event(body, c, it, id))
+			ev := event(body, c, it, id)
+			ev.Type = m.key
+			out = append(out, ev)
 		}
 	}
 	return out, nil
