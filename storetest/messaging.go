@@ -148,3 +148,48 @@ func testEnvelopeConcurrent(t *testing.T, h Harness) {
 		t.Errorf("leased %d jobs, want %d", len(jobs), len(ids))
 	}
 }
+
+// testRetentionClaimsBySource: a source's own claims retention
+// (retention_claims) replaces retention.claims for its events, shorter
+// (Telegram's 7 days) or longer, on the same pass; a dry run counts the
+// same; the claims tier runs for those sources even without
+// retention.claims.
+func testRetentionClaimsBySource(t *testing.T, h Harness) {
+	f := setup(t, h)
+	for _, src := range []string{"tg", "std", "long"} {
+		f.record(src, "u1", `{"update_id":1}`) // no destination: finished at once
+	}
+	f.clock.Add(10 * day)
+	f.record("tg", "u2", `{"update_id":2}`)
+	by := map[string]time.Duration{"tg": 7 * day, "long": 365 * day}
+	if res := f.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{Claims: 90 * day, ClaimsBySource: by}, DryRun: true}); res.EventsDeleted != 1 {
+		t.Fatalf("dry run: %+v, want 1 (tg/u1)", res)
+	}
+	if res := f.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{Claims: 90 * day, ClaimsBySource: by}, BatchSize: 1}); res.EventsDeleted != 1 {
+		t.Fatalf("prune at 10 days: %+v, want tg/u1 only", res)
+	}
+	if r := f.record("tg", "u1", `{"update_id":1}`); r.Outcome != hookwarden.Accepted {
+		t.Errorf("tg/u1 after its 7 days: %+v, want a new event (update_id re-randomized)", r)
+	}
+	for _, k := range [][2]string{{"std", "u1"}, {"long", "u1"}, {"tg", "u2"}} {
+		if r := f.record(k[0], k[1], `{"update_id":1}`); r.Outcome != hookwarden.Duplicate {
+			t.Errorf("%s/%s: %+v, want still claimed", k[0], k[1], r)
+		}
+	}
+	f.clock.Add(100 * day)
+	if res := f.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{Claims: 90 * day, ClaimsBySource: by}}); res.EventsDeleted != 3 {
+		t.Fatalf("prune at 110 days: %+v, want std/u1 and tg's two, long kept", res)
+	}
+	if r := f.record("long", "u1", `{"update_id":1}`); r.Outcome != hookwarden.Duplicate {
+		t.Errorf("long/u1 at 110 days: %+v, want still claimed (365 days)", r)
+	}
+	f.record("std", "u2", `{"update_id":2}`)
+	// Only per-source retention: the others are kept forever.
+	f.clock.Add(400 * day)
+	if res := f.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{ClaimsBySource: map[string]time.Duration{"long": 365 * day}}}); res.EventsDeleted != 1 {
+		t.Fatalf("prune of long alone: %+v, want long/u1", res)
+	}
+	if r := f.record("std", "u2", `{"update_id":2}`); r.Outcome != hookwarden.Duplicate {
+		t.Errorf("std/u2 without retention.claims: %+v, want kept", r)
+	}
+}

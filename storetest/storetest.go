@@ -98,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 		{"Replay/ThreeStrikes", testThreeStrikes},
 		{"Retention/Payloads", testRetentionPayloads},
 		{"Retention/Claims", testRetentionClaims},
+		{"Retention/ClaimsBySource", testRetentionClaimsBySource},
 		{"Retention/Quarantine", testRetentionQuarantine},
 		{"Gaps/CrashWindow", testGapsCrash},
 		{"Gaps/CleanRestart", testGapsClean},

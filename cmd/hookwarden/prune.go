@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,8 +28,17 @@ func retentionOf(cfg *config.Config) (hookwarden.Retention, error) {
 
 // retention is the configuration's retention tiers.
 func retention(cfg *config.Config) hookwarden.Retention {
-	return hookwarden.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D(),
+	r := hookwarden.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D(),
 		Quarantine: cfg.Retention.Quarantine.D()}
+	for i := range cfg.Sources {
+		if s := &cfg.Sources[i]; s.RetentionClaims > 0 {
+			if r.ClaimsBySource == nil {
+				r.ClaimsBySource = map[string]time.Duration{}
+			}
+			r.ClaimsBySource[s.Name] = s.RetentionClaims.D()
+		}
+	}
+	return r
 }
 
 func newPruneCmd(g *globals) *cobra.Command {
