@@ -128,7 +128,8 @@ type Options struct {
 	CommitTimeout time.Duration
 	// RedactHeaders are stored as "[redacted]", besides the credentials
 	// always redacted (Authorization, Proxy-Authorization, Cookie,
-	// X-Api-Key). Any case; verification still sees the real values.
+	// X-Api-Key, X-Telegram-Bot-Api-Secret-Token). Any case; verification
+	// still sees the real values.
 	RedactHeaders []string
 }
 
@@ -139,8 +140,9 @@ const (
 	DefaultCommitTimeout    = 2 * time.Second
 )
 
-// alwaysRedacted are credentials that never rest in the database.
-var alwaysRedacted = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key"}
+// alwaysRedacted are credentials that never rest in the database (Telegram's
+// secret token is the whole of its scheme's check).
+var alwaysRedacted = []string{"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key", "X-Telegram-Bot-Api-Secret-Token"}
 
 // Receiver serves POST /hooks/{source}. Sources can be swapped at run time
 // (config reload) without disturbing requests in flight.

@@ -537,12 +537,20 @@ func TestCovered(t *testing.T) {
 		{Params{Scheme: "hmac", HMAC: HMACParams{IDHeader: "X-Id", Signed: "{id}.{body}"}}, "x-id", true},
 		{Params{Scheme: "hmac", HMAC: HMACParams{IDHeader: "X-Id"}}, "X-Id", false},
 		{Params{Scheme: "hmac", HMAC: HMACParams{TimestampHeader: "X-Ts"}}, "X-Ts", true},
+		{Params{Scheme: "discord"}, "x-signature-timestamp", true},
+		{Params{Scheme: "telnyx"}, "telnyx-timestamp", true},
+		{Params{Scheme: "zoom"}, "x-zm-request-timestamp", true},
+		{Params{Scheme: "zendesk"}, "X-Zendesk-Webhook-Signature-Timestamp", true},
+		{Params{Scheme: "zoom"}, "x-zm-trackingid", false},
+		{Params{Scheme: "telegram"}, telegramHeader, false},
 	} {
 		if got := HeaderCovered(c.p, c.header); got != c.want {
 			t.Errorf("%s %+v covers %s: got %v, want %v", c.p.Scheme, c.p.HMAC, c.header, got, c.want)
 		}
 	}
-	for scheme, want := range map[string]bool{"github": true, "stripe": true, "mailgun": false, "postmark": false, "none": false} {
+	for scheme, want := range map[string]bool{"github": true, "stripe": true, "mailgun": false, "postmark": false, "none": false,
+		"meta": true, "line": true, "x": true, "viber": true, "intercom": true, "vonage": true, "discord": true, "telnyx": true,
+		"zoom": true, "zendesk": true, "telegram": false, "graph": false} {
 		if _, body := Covered(Params{Scheme: scheme}); body != want {
 			t.Errorf("%s covers the body: got %v, want %v", scheme, body, want)
 		}

@@ -2,11 +2,13 @@ package signature
 
 import (
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,8 +41,19 @@ func BenchmarkVerify(b *testing.B) {
 		{"standard", Params{Scheme: "standard", Secrets: []string{secret}}, jsonBody},
 		{"stripe", Params{Scheme: "stripe", Secrets: []string{secret}}, jsonBody},
 		{"twilio", Params{Scheme: "twilio", Secrets: []string{secret}, PublicURL: "https://hooks.example.com/hooks/twilio"}, formBody},
+		// The messaging platforms (issue 47); graph's body gets its clientState from SignBody.
+		{"meta", Params{Scheme: "meta", Secrets: []string{secret}}, jsonBody},
+		{"telegram", Params{Scheme: "telegram", Secrets: []string{secret}}, jsonBody},
+		{"line", Params{Scheme: "line", Secrets: []string{secret}}, jsonBody},
+		{"x", Params{Scheme: "x", Secrets: []string{secret}}, jsonBody},
+		{"zoom", Params{Scheme: "zoom", Secrets: []string{secret}}, jsonBody},
+		{"vonage", Params{Scheme: "vonage", Secrets: []string{secret}}, jsonBody},
+		{"viber", Params{Scheme: "viber", Secrets: []string{secret}}, jsonBody},
+		{"intercom", Params{Scheme: "intercom", Secrets: []string{secret}}, jsonBody},
+		{"zendesk", Params{Scheme: "zendesk", Secrets: []string{secret}}, jsonBody},
+		{"graph", Params{Scheme: "graph", Secrets: []string{secret}}, jsonBody},
 	}
-	covered := map[string]bool{"sendgrid": true}
+	covered := map[string]bool{"sendgrid": true, "discord": true, "telnyx": true}
 	for _, c := range cases {
 		covered[c.scheme] = true
 		b.Run(c.scheme, func(b *testing.B) {
@@ -122,6 +135,35 @@ func BenchmarkVerify(b *testing.B) {
 			}
 		}
 	})
+	for _, scheme := range []string{"discord", "telnyx"} {
+		b.Run(scheme, func(b *testing.B) {
+			pub, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				b.Fatal(err)
+			}
+			key := hex.EncodeToString(pub)
+			if scheme == "telnyx" {
+				key = base64.StdEncoding.EncodeToString(pub)
+			}
+			v, err := New(Params{Scheme: scheme, Secrets: []string{key}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := SignEd25519(scheme, priv, jsonBody, now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := &Request{Header: h, Body: jsonBody, Now: now}
+			b.SetBytes(int64(len(jsonBody)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := v.Verify(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	for _, s := range Schemes() {
 		if !covered[s] {
 			b.Errorf("scheme %s has no verify benchmark", s)
