@@ -1,11 +1,8 @@
 package receiver
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"mime"
@@ -15,6 +12,7 @@ import (
 	"github.com/hookwarden/hookwarden/internal/batch"
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/filter"
+	"github.com/hookwarden/hookwarden/internal/signature"
 )
 
 // The platforms that never replay (SPEC 11): their handshakes are answered
@@ -92,10 +90,8 @@ func (rc *Receiver) handshakeBefore(w http.ResponseWriter, r *http.Request, src 
 			return "handshake", true
 		}
 		// The consumer secret in use is the first (several: rotation).
-		mac := hmac.New(sha256.New, []byte(src.Secrets[0]))
-		mac.Write([]byte(token))
 		rc.handshake(src, r, "crc", HandshakeAnswered)
-		jsonAnswer(w, http.StatusOK, map[string]string{"response_token": "sha256=" + base64.StdEncoding.EncodeToString(mac.Sum(nil))})
+		jsonAnswer(w, http.StatusOK, map[string]string{"response_token": signature.XCRCResponseToken(src.Secrets[0], token)})
 		return "handshake", true
 	case src.Scheme == "graph" && r.Method == http.MethodPost && r.URL.Query().Has("validationToken"):
 		token := r.URL.Query().Get("validationToken") // URL-decoded, as Graph wants it back
@@ -132,10 +128,8 @@ func (rc *Receiver) handshakeAfter(w http.ResponseWriter, r *http.Request, src *
 			answer(w, http.StatusBadRequest, "bad_request")
 			return "handshake", true
 		}
-		mac := hmac.New(sha256.New, []byte(src.Secrets[0]))
-		mac.Write([]byte(p))
 		rc.handshake(src, r, "url_validation", HandshakeAnswered)
-		jsonAnswer(w, http.StatusOK, map[string]string{"plainToken": p, "encryptedToken": hex.EncodeToString(mac.Sum(nil))})
+		jsonAnswer(w, http.StatusOK, map[string]string{"plainToken": p, "encryptedToken": signature.ZoomEncryptedToken(src.Secrets[0], p)})
 		return "handshake", true
 	case "discord":
 		var d struct {
