@@ -42,12 +42,12 @@ func init() {
 			Tolerance:    15 * time.Minute,
 		},
 		build: func(p Params) (Verifier, error) {
-			keys, err := ed25519Keys(p.Secrets, hex.DecodeString)
+			keys, err := ed25519Keys(p.Secrets, hex.DecodeString, "hex")
 			if err != nil {
 				return nil, err
 			}
 			return &ed25519Verifier{scheme: "discord", sigHeader: "X-Signature-Ed25519", tsHeader: "X-Signature-Timestamp",
-				decode: hex.DecodeString, keys: keys, tol: p.Tolerance}, nil
+				decode: hex.DecodeString, enc: "hex", keys: keys, tol: p.Tolerance}, nil
 		},
 		sign: func(Params, []byte, time.Time, string) (http.Header, []byte, error) {
 			return nil, nil, errNoPrivateKey("Discord")
@@ -60,28 +60,23 @@ type ed25519Verifier struct {
 	scheme, sigHeader, tsHeader string
 	sep                         []byte // between timestamp and body
 	decode                      func(string) ([]byte, error)
+	enc                         string // decode's name, for errors
 	keys                        []ed25519.PublicKey
 	tol                         time.Duration
 }
 
-// ed25519Keys parses public keys, each decoded by dec to exactly 32 bytes.
-func ed25519Keys(secrets []string, dec func(string) ([]byte, error)) ([]ed25519.PublicKey, error) {
+// ed25519Keys parses public keys, each decoded by dec (named enc) to
+// exactly 32 bytes.
+func ed25519Keys(secrets []string, dec func(string) ([]byte, error), enc string) ([]ed25519.PublicKey, error) {
 	var keys []ed25519.PublicKey
 	for i, s := range secrets {
 		b, err := dec(s)
 		if err != nil || len(b) != ed25519.PublicKeySize {
-			return nil, secretErr(i, "want the platform's Ed25519 public key: %d bytes, %s", ed25519.PublicKeySize, encName(dec))
+			return nil, secretErr(i, "want the platform's Ed25519 public key: %d bytes, %s", ed25519.PublicKeySize, enc)
 		}
 		keys = append(keys, ed25519.PublicKey(b))
 	}
 	return keys, nil
-}
-
-func encName(dec func(string) ([]byte, error)) string {
-	if _, err := dec("00"); err == nil {
-		return "hex"
-	}
-	return "base64"
 }
 
 // ed25519Match reports whether sig verifies msg under any of keys.
@@ -106,7 +101,7 @@ func (v *ed25519Verifier) Verify(r *Request) error {
 	}
 	sig, err := v.decode(sigText)
 	if err != nil || len(sig) != ed25519.SignatureSize {
-		return fail(sc, ErrMalformed, v.sigHeader+" is not a "+encName(v.decode)+" Ed25519 signature")
+		return fail(sc, ErrMalformed, v.sigHeader+" is not a "+v.enc+" Ed25519 signature")
 	}
 	if err := checkFresh(sc, ts, r.Now, v.tol); err != nil {
 		return err

@@ -30,12 +30,12 @@ func init() {
 			Tolerance:    5 * time.Minute,
 		},
 		build: func(p Params) (Verifier, error) {
-			keys, err := ed25519Keys(p.Secrets, base64.StdEncoding.DecodeString)
+			keys, err := ed25519Keys(p.Secrets, base64.StdEncoding.DecodeString, "base64")
 			if err != nil {
 				return nil, err
 			}
 			return &ed25519Verifier{scheme: "telnyx", sigHeader: "Telnyx-Signature-Ed25519", tsHeader: "Telnyx-Timestamp",
-				sep: []byte{'|'}, decode: base64.StdEncoding.DecodeString, keys: keys, tol: p.Tolerance}, nil
+				sep: []byte{'|'}, decode: base64.StdEncoding.DecodeString, enc: "base64", keys: keys, tol: p.Tolerance}, nil
 		},
 		sign: func(Params, []byte, time.Time, string) (http.Header, []byte, error) {
 			return nil, nil, errNoPrivateKey("Telnyx")

@@ -250,7 +250,7 @@ func checkHandshake(t *testing.T, v vector) {
 			t.Errorf("CRC answer %s, want %s", got, v.Response.Body)
 		}
 	case "ed25519/rfc8032_test1":
-		keys, err := ed25519Keys(v.secrets(t), hex.DecodeString)
+		keys, err := ed25519Keys(v.secrets(t), hex.DecodeString, "hex")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,6 +25,11 @@ import (
 // messages/concepts/signed-webhooks; Vonage/vonage-python-sdk
 // jwt/tests/test_verify_jwt.py (reproduced in internal/vectors).
 //
+// Vonage's docs call the payload_hash check optional; its Voice support
+// article hashes the parameters as compact JSON in their order, which is the
+// raw body when Vonage sends compact JSON, as it does in every example read.
+// A callback whose body Vonage re-spaced after hashing would be refused here.
+//
 // Vonage sends an unsigned callback "in the rare case of an internal error";
 // it is refused 401, and Vonage retries only 429 and 5xx, so such a callback
 // is lost (Vonage suggests answering 5xx to have it retried signed).
