@@ -22,7 +22,7 @@ const discordSeed = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031ca
 
 var platformSecrets = map[string]string{
 	"line": "line-channel-secret", "x": "x-consumer-secret", "graph": "SecretClientState",
-	"discord": "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+	"discord":  "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
 	"telegram": "tg_Secret-Token_0123", "zoom": "zoom-secret-token",
 }
 
