@@ -186,13 +186,26 @@ func (rc *Receiver) split(src *Source, rec *hookwarden.Receipt, freq *filter.Req
 	var missing int
 	for _, e := range evs {
 		doc := extract.ValidBody(e.Doc)
-		ev, err := rc.event(src, rec.Header, doc, freq, e.ID)
+		var ev hookwarden.Event
+		var err error
+		derived := e.Derived
+		if e.Body == nil {
+			// The request is the event: the source's event_id (the preset's,
+			// or the operator's own) decides, the splitter's id only where it
+			// finds none (a Discord Webhook Event: derived).
+			if ev, err = rc.event(src, rec.Header, doc, freq, ""); err == nil {
+				derived = false
+			}
+		}
+		if e.Body != nil || err != nil {
+			ev, err = rc.event(src, rec.Header, doc, freq, e.ID)
+		}
 		if err != nil {
 			missing++
 			continue
 		}
 		ev.Body = e.Body
-		ev.Derived = e.Derived
+		ev.Derived = derived
 		if ev.Type == "" {
 			ev.Type = e.Type
 		}
