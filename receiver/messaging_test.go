@@ -48,7 +48,7 @@ func (h *handshakes) take() []string {
 // platform is a source of a messaging scheme served unsigned (scheme none
 // verifies nothing), so these tests reach what comes after verification;
 // the real schemes are checked through the binary (cmd/hookwarden).
-func platform(t *testing.T, name, scheme string) receiver.Source {
+func platform(t testing.TB, name, scheme string) receiver.Source {
 	src := source(t, name, signature.Params{Scheme: "none"})
 	src.Scheme, src.Split = scheme, batch.For(scheme)
 	src.EventType, _ = extract.Parse("json:object")

@@ -239,7 +239,13 @@ func (c *cut) drop(ms []member, gone func(member) bool) {
 func (c cut) apply(body []byte) []byte {
 	dels := slices.Clone(c)
 	slices.SortFunc(dels, func(a, b span) int { return a.start - b.start })
-	out := make([]byte, 0, len(body))
+	n := len(body)
+	for _, d := range dels {
+		n -= max(d.end-d.start, 0) // at most: overlaps (never) are skipped below
+	}
+	// Sized to the envelope, not the body: a request of n events makes n
+	// envelopes, and each at the body's size would make the split O(n²).
+	out := make([]byte, 0, max(n, 0))
 	at := 0
 	for _, d := range dels {
 		if d.end <= d.start || d.start < at {
