@@ -268,3 +268,31 @@ func TestAnswersPlatformsWaitFor(t *testing.T) {
 		t.Errorf("telegram update_id not claimed")
 	}
 }
+
+// A request that cannot be split (not JSON, not the platform's shape, over
+// batch.MaxEvents) is authentic: held for a human, never dropped and never
+// a 200 accepted.
+func TestUnsplittableRequestsQuarantined(t *testing.T) {
+	d := newDoor(t, platform(t, "wa", "meta"), platform(t, "line", "line"))
+	huge := make([]string, batch.MaxEvents+1)
+	for i := range huge {
+		huge[i] = `{"webhookEventId":"e` + strconv.Itoa(i) + `"}`
+	}
+	for _, c := range []struct{ src, body string }{
+		{"wa", `not json`},
+		{"wa", `{"object":"page","entry":{}}`},
+		{"wa", `{"object":"page","entry":[]}`},
+		{"line", `{"destination":"U","events":[` + strings.Join(huge, ",") + `]}`},
+	} {
+		w := d.do("POST", "/hooks/"+c.src, "application/json", c.body)
+		if w.Code != 200 || w.Body.String() != `{"status":"quarantined"}`+"\n" {
+			t.Errorf("%s %.40s: %d %s, want quarantined", c.src, c.body, w.Code, w.Body)
+		}
+	}
+	if n := d.count(`SELECT count(*) FROM events`); n != 0 {
+		t.Errorf("%d events claimed, want none", n)
+	}
+	if n := d.count(`SELECT count(*) FROM quarantine`); n != 4 {
+		t.Errorf("%d held requests, want 4", n)
+	}
+}
