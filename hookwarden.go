@@ -101,6 +101,9 @@ type Event struct {
 	// OrderKeys, when set, is parallel to Destinations: the event's
 	// order_by key at each ("" or absent: none, so not ordered there).
 	OrderKeys []string
+	// Derived: the platform gives the event no id, and ID is the SHA-256
+	// (hex) of the event's own bytes (SPEC 11); the claim keeps the mark.
+	Derived bool
 }
 
 // OrderKey is the event's order_by key at Destinations[i], "" if none.

@@ -62,8 +62,11 @@ type EventSummary struct {
 	Status    EventStatus `json:"status"`
 	ClaimedAt time.Time   `json:"claimed_at"`
 	// Receipts counts every request that carried the event (1 + duplicates).
-	Receipts      int  `json:"receipts"`
-	Divergent     bool `json:"divergent,omitempty"` // a duplicate carried different bytes
+	Receipts  int  `json:"receipts"`
+	Divergent bool `json:"divergent,omitempty"` // a duplicate carried different bytes
+	// Derived: the platform gave no id; EventID is the SHA-256 of the
+	// event's own bytes (SPEC 11).
+	Derived       bool `json:"derived_id,omitempty"`
 	Jobs          int  `json:"jobs"`
 	Pending       int  `json:"pending"`
 	Delivered     int  `json:"delivered"`

@@ -28,6 +28,10 @@ type Retention struct {
 	// Quarantine: held requests nobody released go when their last copy
 	// came longer ago than this; released ones this long after release.
 	Quarantine time.Duration
+	// ClaimsBySource are the sources' own claims retentions
+	// (retention_claims), in place of Claims for their events: shorter
+	// (Telegram's 7 days) or longer. Zero or negative: kept forever.
+	ClaimsBySource map[string]time.Duration
 }
 
 // PruneOptions tune Prune.
@@ -55,6 +59,10 @@ type PruneResult struct {
 	DryRun        bool      `json:"dry_run"`
 	PayloadCutoff time.Time `json:"payload_cutoff,omitzero"`
 	ClaimCutoff   time.Time `json:"claim_cutoff,omitzero"`
+	// claimCutoffs are the cutoffs of the sources with their own claims
+	// retention (Retention.ClaimsBySource; zero: kept forever); ClaimCutoff
+	// is every other source's. A pointer keeps the result comparable.
+	claimCutoffs *map[string]time.Time
 
 	// PayloadsPruned counts the events the payload tier folded into their
 	// claim; PayloadBytes the request bodies deleted with them.
@@ -89,6 +97,28 @@ type PruneResult struct {
 
 	// AuditID is the audit log entry of the pass (0: none written).
 	AuditID int64 `json:"audit_id,omitempty"`
+}
+
+// ClaimWalkCutoff is the latest of the claims cutoffs: the claims tier
+// walks the events claimed before it, and deletes each by its source's
+// cutoff (ClaimCutoffFor). Zero: no claim goes.
+func (r *PruneResult) ClaimWalkCutoff() time.Time {
+	at := r.ClaimCutoff
+	for _, c := range r.ClaimCutoffs() {
+		if c.After(at) {
+			at = c
+		}
+	}
+	return at
+}
+
+// ClaimCutoffs are the cutoffs of the sources with their own claims
+// retention (zero: kept forever); every other source's is ClaimCutoff.
+func (r *PruneResult) ClaimCutoffs() map[string]time.Time {
+	if r.claimCutoffs == nil {
+		return nil
+	}
+	return *r.claimCutoffs
 }
 
 // PruneTier is one tier of a store's prune pass: it applies opt (defaults
@@ -130,6 +160,17 @@ func PrunePass(ctx context.Context, opt PruneOptions, now time.Time, st PruneSte
 	if opt.Claims > 0 {
 		res.ClaimCutoff = now.Add(-opt.Claims).UTC()
 	}
+	if len(opt.ClaimsBySource) > 0 {
+		cuts := make(map[string]time.Time, len(opt.ClaimsBySource))
+		for src, d := range opt.ClaimsBySource {
+			if d > 0 {
+				cuts[src] = now.Add(-d).UTC()
+			} else {
+				cuts[src] = time.Time{} // forever: the zero cutoff deletes nothing
+			}
+		}
+		res.claimCutoffs = &cuts
+	}
 	if opt.Payloads > 0 {
 		res.PayloadCutoff = now.Add(-opt.Payloads).UTC()
 	}
@@ -153,6 +194,8 @@ func PrunePass(ctx context.Context, opt PruneOptions, now time.Time, st PruneSte
 	var tiers []PruneTier
 	if !res.ClaimCutoff.IsZero() {
 		tiers = append(tiers, st.Claims, st.BodyKeys, st.Hourly)
+	} else if !res.ClaimWalkCutoff().IsZero() {
+		tiers = append(tiers, st.Claims) // only some sources' claims go
 	}
 	if !res.QuarantineCutoff.IsZero() {
 		tiers = append(tiers, st.Quarantine)

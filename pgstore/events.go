@@ -51,7 +51,7 @@ func utc(t *time.Time) time.Time {
 // accepted receipt's body cleared).
 const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at, j.pending, j.delivered, j.dead,
 	COALESCE(e.receipts, 0) + r.n + b.n, r.divergent OR b.divergent, e.pruned_at IS NOT NULL OR r.pruned OR b.pruned,
-	e.pruned_at, COALESCE(e.jobs, 0), COALESCE(e.attempts, 0), e.last_received_at, e.delivered_at`
+	e.pruned_at, COALESCE(e.jobs, 0), COALESCE(e.attempts, 0), e.last_received_at, e.delivered_at, e.derived`
 
 // eventFrom is events e with one aggregate per event over each of its
 // jobs, receipts and batch links, on the jobs_event, receipts_event and
@@ -75,7 +75,7 @@ func scanEvent(row pgx.Row, ev *hookwarden.EventSummary, extra ...any) error {
 	var pruned, last, delivered *time.Time
 	var foldedJobs int
 	dst := append([]any{&ev.Ref, &ev.Source, &ev.EventID, &ev.Type, &at, &ev.Pending, &ev.Delivered, &ev.Dead,
-		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned, &pruned, &foldedJobs, &ev.Attempts, &last, &delivered}, extra...)
+		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned, &pruned, &foldedJobs, &ev.Attempts, &last, &delivered, &ev.Derived}, extra...)
 	if err := row.Scan(dst...); err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -47,6 +49,30 @@ const prunableEvent = `e.pruned_at IS NULL AND e.claimed_at < $1
 // prunableClaim selects events the claims tier may delete; $1 is the cutoff.
 const prunableClaim = `e.claimed_at < $1
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_ref = e.id AND (j.state <> 'delivered' OR j.finished_at >= $1))`
+
+// claimRule is prunableClaim for res's cutoffs: the sources with their own
+// claims retention (retention_claims) by theirs, inlined as literals (a
+// source's name is checked by config, and quoted anyway), every other by $1.
+func claimRule(res *hookwarden.PruneResult) string {
+	cuts := res.ClaimCutoffs()
+	if len(cuts) == 0 {
+		return prunableClaim
+	}
+	srcs := make([]string, 0, len(cuts))
+	for src := range cuts {
+		srcs = append(srcs, src)
+	}
+	sort.Strings(srcs)
+	var b strings.Builder
+	b.WriteString("(CASE e.source")
+	for _, src := range srcs {
+		fmt.Fprintf(&b, " WHEN %s THEN %s::timestamptz", sqlQuote(src), sqlQuote(cuts[src].UTC().Format(time.RFC3339Nano)))
+	}
+	b.WriteString(" ELSE $1 END)")
+	return strings.ReplaceAll(prunableClaim, "$1", b.String())
+}
+
+func sqlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Prune applies retention in small batches: claims first, then held
 // requests, seen tokens, then payloads. Dead letters, pending events and
@@ -285,7 +311,9 @@ func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, re
 	// deletes, up to the first event claimed after the cutoff.
 	var after int64
 	for {
-		ids, _, done, err := s.nextIDs(ctx, "events", "claimed_at", after, res.ClaimCutoff, opt.BatchSize)
+		// $1 of the rule: the cutoff of the sources without their own;
+		// the walk goes up to the latest cutoff of all.
+		ids, _, done, err := s.nextIDs(ctx, "events", "claimed_at", after, res.ClaimWalkCutoff(), opt.BatchSize)
 		if err != nil {
 			return fmt.Errorf("prune claims: %w", err)
 		}
@@ -294,7 +322,7 @@ func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, re
 			if opt.DryRun {
 				var n int
 				bctx, cancel := s.bound(ctx)
-				err := s.pool.QueryRow(bctx, `SELECT count(*) FROM events e WHERE e.id = ANY($2) AND `+prunableClaim,
+				err := s.pool.QueryRow(bctx, `SELECT count(*) FROM events e WHERE e.id = ANY($2) AND `+claimRule(res),
 					res.ClaimCutoff, ids).Scan(&n)
 				cancel()
 				if err != nil {
@@ -327,7 +355,7 @@ func (s *Store) deleteClaims(ctx context.Context, cut time.Time, ids []int64, re
 		if err != nil || len(locked) == 0 {
 			return err
 		}
-		keep, err := queryIDs(ctx, tx, `SELECT e.id FROM events e WHERE e.id = ANY($2) AND `+prunableClaim, cut, locked)
+		keep, err := queryIDs(ctx, tx, `SELECT e.id FROM events e WHERE e.id = ANY($2) AND `+claimRule(res), cut, locked)
 		if err != nil {
 			return fmt.Errorf("recheck: %w", err)
 		}

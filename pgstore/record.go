@@ -177,9 +177,9 @@ func (rc *recording) record(ctx context.Context) error {
 // this call claimed it; for a duplicate, whether the bytes differ, or
 // cannot be told (retention emptied the claim's hash: keep the body).
 func (rc *recording) claim(ctx context.Context, ev *hookwarden.Event) (ref int64, isNew, divergent, unknown bool, err error) {
-	err = rc.tx.QueryRow(ctx, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (source, event_id) DO NOTHING RETURNING id`,
-		rc.r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:], ev.Body).Scan(&ref)
+	err = rc.tx.QueryRow(ctx, `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body, derived)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (source, event_id) DO NOTHING RETURNING id`,
+		rc.r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:], ev.Body, ev.Derived).Scan(&ref)
 	if err == nil {
 		return ref, true, false, false, nil
 	}

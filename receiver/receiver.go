@@ -26,6 +26,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/batch"
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/signature"
@@ -49,6 +50,16 @@ type Source struct {
 	// signed body already claimed under another id is quarantined.
 	BodyReplayCheck bool
 	Destinations    []Destination
+	// Split cuts the request into its events (internal/batch.For the
+	// scheme); nil: one event, the whole body, its id from EventID.
+	Split batch.Splitter
+	// Secrets are the source's secrets, for the handshakes that answer
+	// with a MAC (x's CRC, zoom's url_validation): the first one is used.
+	Secrets []string
+	// VerifyToken is meta's hub.verify_token ("": every GET refused).
+	VerifyToken string
+	// DeferredType is the deferred response to a Discord interaction (0: 5).
+	DeferredType int
 
 	filtered bool // some destination has a Filter (set by SetSources)
 }
@@ -239,6 +250,9 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		answer(w, http.StatusNotFound, "not_found")
 		return "not_found"
 	}
+	if out, ok := rc.handshakeBefore(w, r, src); ok {
+		return out
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		answer(w, http.StatusMethodNotAllowed, "method_not_allowed")
@@ -287,6 +301,9 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 			_ = json.NewEncoder(w).Encode(map[string]string{"challenge": challenge})
 			return "challenge"
 		}
+	}
+	if out, ok := rc.handshakeAfter(w, r, src, body); ok {
+		return out
 	}
 
 	rec := &hookwarden.Receipt{
@@ -344,7 +361,7 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 	} else {
 		rc.opts.Logger.Debug("recorded", "source", src.Name, "outcome", res.Outcome, "receipt", res.ReceiptID)
 	}
-	answer(w, http.StatusOK, string(res.Outcome))
+	rc.answerRecorded(w, r, src, rec, res)
 	return string(res.Outcome)
 }
 
@@ -355,32 +372,11 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 	if src.filtered {
 		freq = &filter.Request{Source: src.Name, Header: rec.Header}
 	}
-	if src.Batch {
-		elems, err := extract.SplitJSONArray(rec.Body)
-		if err != nil {
-			rec.QuarantineReason = "batch body is not a JSON array: " + err.Error()
-			return
-		}
-		var missing int
-		for _, el := range elems {
-			ev, err := rc.event(src, rec.Header, extract.ValidBody(el), freq)
-			if err != nil {
-				missing++
-				continue
-			}
-			ev.Body = el
-			ev.BodySHA256 = sha256.Sum256(el)
-			rec.Events = append(rec.Events, ev)
-		}
-		if len(rec.Events) == 0 {
-			rec.QuarantineReason = "no element of the batch has an event id"
-		} else if missing > 0 {
-			rc.opts.Logger.Warn("batch elements without event id were skipped", "source", src.Name, "skipped", missing)
-		}
+	if rc.split(src, rec, freq) {
 		return
 	}
 	// Checked as JSON once, for the extractors and the filters.
-	ev, err := rc.event(src, rec.Header, &extract.Body{Bytes: rec.Body}, freq)
+	ev, err := rc.event(src, rec.Header, &extract.Body{Bytes: rec.Body}, freq, "")
 	if err != nil {
 		// Why, for the human who looks: absent, or found but not usable as
 		// an id (not UTF-8, control characters, too long).
@@ -392,12 +388,16 @@ func (rc *Receiver) events(src *Source, rec *hookwarden.Receipt) {
 }
 
 // event extracts one event from doc (the request's body, or a batch element)
-// and picks its destinations. freq is non-nil when some destination has a
-// filter.
-func (rc *Receiver) event(src *Source, h http.Header, doc *extract.Body, freq *filter.Request) (hookwarden.Event, error) {
-	id, err := src.EventID.ExtractBody(h, doc)
-	if err == nil && id == "" {
-		err = errors.New("empty")
+// and picks its destinations; id, when set, is the event's id (a splitter
+// found it), else the source's EventID reads it. freq is non-nil when some
+// destination has a filter.
+func (rc *Receiver) event(src *Source, h http.Header, doc *extract.Body, freq *filter.Request, id string) (hookwarden.Event, error) {
+	var err error
+	if id == "" {
+		id, err = src.EventID.ExtractBody(h, doc)
+		if err == nil && id == "" {
+			err = errors.New("empty")
+		}
 	}
 	if err != nil {
 		return hookwarden.Event{}, err

@@ -47,7 +47,7 @@ func (v vector) secrets(t *testing.T) []string {
 	return s
 }
 
-func openStore(t *testing.T) *sqlitestore.Store {
+func openStore(t testing.TB) *sqlitestore.Store {
 	t.Helper()
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "hw.db"), sqlitestore.Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -60,7 +60,7 @@ func openStore(t *testing.T) *sqlitestore.Store {
 
 // source builds a served source the way cmd/hookwarden does, from a scheme's
 // preset.
-func source(t *testing.T, name string, p signature.Params) receiver.Source {
+func source(t testing.TB, name string, p signature.Params) receiver.Source {
 	t.Helper()
 	v, err := signature.New(p)
 	if err != nil {

@@ -413,6 +413,7 @@ func execRaw(t *testing.T, path string, qs ...string) {
 // claim levels, no kept claims filter.
 func schema14(t *testing.T) []string {
 	return []string{
+		`ALTER TABLE events DROP COLUMN derived`,                // schema 20's
 		`DROP TABLE claims_filter_parts`,                        // schema 19's
 		`DROP TRIGGER request_hour`, `DROP TABLE request_hours`, // schema 18's
 		`DROP TABLE claims_filter`, // schema 17's
@@ -477,7 +478,7 @@ func TestMigration18FillsRequestHours(t *testing.T) {
 		t.Fatal(err)
 	}
 	schema18Filter(t, path) // schema 19's
-	execRaw(t, path, `DROP TRIGGER request_hour`, `DROP TABLE request_hours`, `PRAGMA user_version = 17`)
+	execRaw(t, path, `ALTER TABLE events DROP COLUMN derived`, `DROP TRIGGER request_hour`, `DROP TABLE request_hours`, `PRAGMA user_version = 17`)
 
 	policy := hookwarden.GapOptions{Sources: []hookwarden.SourcePolicy{{Name: "stripe", RetryHorizon: 4 * time.Hour, ExpectWithin: time.Hour}}}
 	silences := func(s *Store) string {

@@ -33,7 +33,7 @@ const eventColumns = `e.id, e.source, e.event_id, e.event_type, e.claimed_at,
 	EXISTS (SELECT 1 FROM receipts WHERE event_ref = e.id AND kind = 'divergent')
 		OR EXISTS (SELECT 1 FROM receipt_events WHERE event_ref = e.id AND kind = 'divergent'),
 	` + payloadPruned + `,
-	e.pruned_at, COALESCE(e.jobs, 0), COALESCE(e.attempts, 0), e.last_received_at, e.delivered_at`
+	e.pruned_at, COALESCE(e.jobs, 0), COALESCE(e.attempts, 0), e.last_received_at, e.delivered_at, e.derived`
 
 // scanEvent reads the eventColumns (then extra) of one row.
 func scanEvent(sc interface{ Scan(...any) error }, ev *hookwarden.EventSummary, extra ...any) error {
@@ -41,7 +41,7 @@ func scanEvent(sc interface{ Scan(...any) error }, ev *hookwarden.EventSummary, 
 	var pruned, last, delivered sql.NullString
 	var foldedJobs int
 	dst := append([]any{&ev.Ref, &ev.Source, &ev.EventID, &ev.Type, &at, &ev.Pending, &ev.Delivered, &ev.Dead,
-		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned, &pruned, &foldedJobs, &ev.Attempts, &last, &delivered}, extra...)
+		&ev.Receipts, &ev.Divergent, &ev.PayloadPruned, &pruned, &foldedJobs, &ev.Attempts, &last, &delivered, &ev.Derived}, extra...)
 	if err := sc.Scan(dst...); err != nil {
 		return err
 	}

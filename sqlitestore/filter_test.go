@@ -619,7 +619,7 @@ func TestFilterKeptInlineStillRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	schema18Filter(t, path)
-	execRaw(t, path, `PRAGMA user_version = 18`)
+	execRaw(t, path, `ALTER TABLE events DROP COLUMN derived`, `PRAGMA user_version = 18`) // and schema 20's
 
 	s, err = Open(ctx, path, Options{Fold: true})
 	if err != nil {

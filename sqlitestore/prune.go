@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/hookwarden/hookwarden"
@@ -23,6 +25,31 @@ var prunableEvent = `e.pruned_at IS NULL AND e.claimed_at < ?1 AND NOT ` + fmt.S
 
 // prunableClaim selects events retention may delete; ?1 is the cutoff.
 var prunableClaim = `e.claimed_at < ?1 AND NOT ` + fmt.Sprintf(unfinishedSince, "e.id", "?1")
+
+// claimRule is prunableClaim for res's cutoffs: the sources with their own
+// claims retention (retention_claims) by theirs, inlined as literals (a
+// source's name is checked by config, and quoted anyway), every other by ?1.
+func claimRule(res *hookwarden.PruneResult) string {
+	cuts := res.ClaimCutoffs()
+	if len(cuts) == 0 {
+		return prunableClaim
+	}
+	srcs := make([]string, 0, len(cuts))
+	for src := range cuts {
+		srcs = append(srcs, src)
+	}
+	sort.Strings(srcs)
+	var b strings.Builder
+	b.WriteString("(CASE e.source")
+	for _, src := range srcs {
+		fmt.Fprintf(&b, " WHEN %s THEN %s", sqlQuote(src), sqlQuote(fmtTime(cuts[src])))
+	}
+	b.WriteString(" ELSE ?1 END)")
+	cut := b.String()
+	return `e.claimed_at < ` + cut + ` AND NOT ` + fmt.Sprintf(unfinishedSince, "e.id", cut)
+}
+
+func sqlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Prune applies retention in small batches, claims first, then payloads.
 // Dead letters, pending events and quarantined requests are never removed;
@@ -262,13 +289,15 @@ func execCount(ctx context.Context, tx *sql.Tx, n *int, q string, args ...any) e
 }
 
 func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, res *hookwarden.PruneResult) error {
-	cut := fmtTime(res.ClaimCutoff)
+	// ?1 of the rule: the cutoff of the sources without their own; the
+	// walk goes up to the latest cutoff of all.
+	cut, walk, rule := fmtTime(res.ClaimCutoff), fmtTime(res.ClaimWalkCutoff()), claimRule(res)
 	// The claims walk starts at the lowest id every time: what it deletes
 	// leaves, so it reads the events it keeps (dead, pending) and what it
 	// deletes, up to the first event claimed after the cutoff.
 	var after int64
 	for {
-		ids, done, err := s.nextIDs(ctx, "events", "claimed_at", after, cut, opt.BatchSize)
+		ids, done, err := s.nextIDs(ctx, "events", "claimed_at", after, walk, opt.BatchSize)
 		if err != nil {
 			return fmt.Errorf("prune claims: %w", err)
 		}
@@ -277,7 +306,7 @@ func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, re
 			if opt.DryRun {
 				var n int
 				if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM events e WHERE e.id IN (SELECT value FROM json_each(?2)) AND `+
-					prunableClaim, cut, idSet(ids)).Scan(&n); err != nil {
+					rule, cut, idSet(ids)).Scan(&n); err != nil {
 					return fmt.Errorf("prune claims: %w", err)
 				}
 				res.EventsDeleted += n
@@ -286,7 +315,7 @@ func (s *Store) pruneClaims(ctx context.Context, opt hookwarden.PruneOptions, re
 				// letters, pending jobs) are read again every pass: see
 				// from the read pool whether any can go before taking
 				// the write lock.
-				found, err := s.anyEvent(ctx, prunableClaim, cut, ids)
+				found, err := s.anyEvent(ctx, rule, cut, ids)
 				if err != nil {
 					return fmt.Errorf("prune claims: %w", err)
 				}
@@ -318,7 +347,7 @@ func (s *Store) deleteClaims(ctx context.Context, cut string, ids []int64, res *
 	var events, receipts, jobs, attempts int
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
 		events, receipts, jobs, attempts = 0, 0, 0, 0
-		keep, err := selectIDs(ctx, tx, `SELECT e.id FROM events e WHERE e.id IN (SELECT value FROM json_each(?2)) AND `+prunableClaim,
+		keep, err := selectIDs(ctx, tx, `SELECT e.id FROM events e WHERE e.id IN (SELECT value FROM json_each(?2)) AND `+claimRule(res),
 			cut, idSet(ids))
 		if err != nil {
 			return fmt.Errorf("recheck: %w", err)

@@ -187,6 +187,11 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hook
 				return 0, false, false, false, fmt.Errorf("claim event: %w", err)
 			}
 			s.claims.claimed(source, ev.ID, ref)
+			if ev.Derived {
+				if err := markDerived(ctx, tx, ref); err != nil {
+					return 0, false, false, false, err
+				}
+			}
 			return ref, true, false, false, nil
 		}
 		if err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, &sum); err != nil {
@@ -200,6 +205,15 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hook
 		}
 	}
 	return ref, false, divergent, unknown, nil
+}
+
+// markDerived marks a new claim whose id Hookwarden derived (SPEC 11): one
+// more statement, for the few events a platform sends without an id.
+func markDerived(ctx context.Context, tx *sql.Tx, ref int64) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE events SET derived = 1 WHERE id = ?`, ref); err != nil {
+		return fmt.Errorf("mark derived claim: %w", err)
+	}
+	return nil
 }
 
 // backfillCopy applies the backfill rule to a duplicate whose bytes differ
@@ -398,7 +412,8 @@ type recordOp struct {
 // (its origin is kept), takes singleTx. So does one with an order_by key:
 // its jobs are created in order (keyedJobTx).
 func (rc *recordOp) single() bool {
-	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil && !rc.r.Backfill && len(rc.r.Events[0].OrderKeys) == 0
+	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil && !rc.r.Backfill && len(rc.r.Events[0].OrderKeys) == 0 &&
+		!rc.r.Events[0].Derived
 }
 
 // manyLog bounds the multi-row statements: one of each size 1, 2, 4, ...,

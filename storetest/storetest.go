@@ -71,6 +71,8 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"ClaimOnceAmong64Doubles", testClaimOnce},
 		{"BatchEvents", testBatch},
+		{"EnvelopeEvents", testEnvelopeEvents},
+		{"EnvelopeConcurrent", testEnvelopeConcurrent},
 		{"DivergentDuplicates", testDivergent},
 		{"SeenTokens", testSeenTokens},
 		{"Quarantine/NoEventID", testQuarantineNoID},
@@ -96,6 +98,7 @@ func Run(t *testing.T, h Harness) {
 		{"Replay/ThreeStrikes", testThreeStrikes},
 		{"Retention/Payloads", testRetentionPayloads},
 		{"Retention/Claims", testRetentionClaims},
+		{"Retention/ClaimsBySource", testRetentionClaimsBySource},
 		{"Retention/Quarantine", testRetentionQuarantine},
 		{"Gaps/CrashWindow", testGapsCrash},
 		{"Gaps/CleanRestart", testGapsClean},

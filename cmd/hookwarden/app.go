@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookwarden/hookwarden/internal/admin"
+	"github.com/hookwarden/hookwarden/internal/batch"
 	"github.com/hookwarden/hookwarden/internal/config"
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/filter"
@@ -364,7 +365,13 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 		}
 		preset, _ := signature.PresetFor(s.Scheme)
 		rs := receiver.Source{Name: s.Name, Scheme: s.Scheme, Verifier: v,
-			EventID: idx, EventType: typ, Batch: preset.Batch, BodyReplayCheck: s.BodyReplayCheck()}
+			EventID: idx, EventType: typ, Batch: preset.Batch, BodyReplayCheck: s.BodyReplayCheck(),
+			Split: batch.For(s.Scheme), Secrets: params.Secrets, DeferredType: s.Discord.DeferredType}
+		if s.VerifyToken != "" {
+			if rs.VerifyToken, err = s.VerifyToken.Resolve(); err != nil {
+				return nil, nil, closers, fmt.Errorf("%s.verify_token: %w", path, err)
+			}
+		}
 		for j, d := range s.Destinations {
 			full := d.FullName(s.Name)
 			dp := fmt.Sprintf("%s.destinations[%d]", path, j)

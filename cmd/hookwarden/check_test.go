@@ -189,6 +189,8 @@ func TestExampleConfigIsValid(t *testing.T) {
 	t.Setenv("HOOKWARDEN_ADMIN_TOKEN", "t")
 	t.Setenv("STRIPE_WEBHOOK_SECRET", "whsec_x")
 	t.Setenv("APP_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	t.Setenv("META_APP_SECRET", "app-secret")
+	t.Setenv("META_VERIFY_TOKEN", "verify-token")
 	_, problems, err := loadConfig(doc, "config.example.yaml")
 	if err != nil {
 		t.Fatal(err)

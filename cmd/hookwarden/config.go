@@ -90,6 +90,7 @@ func loadConfigIn(doc []byte, name, dir string) (*config.Config, []config.Proble
 	}
 	restoreEnvCase(&cfg, raw)
 	problems = append(problems, secretOverrides(raw)...)
+	cfg.NoteExplicit(raw)
 	cfg.ApplyDefaults()
 	if dir != "" {
 		cfg.ResolvePaths(dir)
@@ -107,6 +108,12 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 	switch from.Kind() {
 	case reflect.String:
 		return data, nil
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64, reflect.Float32, reflect.Uint, reflect.Uint64:
+		if reflect.ValueOf(data).IsZero() {
+			return "0s", nil // zero needs no unit (redrive_window: 0)
+		}
+	}
+	switch from.Kind() {
 	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64, reflect.Float32, reflect.Uint, reflect.Uint64:
 		return nil, fmt.Errorf("duration %v has no unit: write e.g. %vs, %vm or %vd", data, data, data, data)
 	}

@@ -96,6 +96,9 @@ func printEvents(w io.Writer, items []hookwarden.EventSummary) {
 		if e.Divergent {
 			notes = append(notes, "divergent duplicate")
 		}
+		if e.Derived {
+			notes = append(notes, "derived id")
+		}
 		if e.PayloadPruned {
 			notes = append(notes, "payload pruned")
 		}
@@ -179,6 +182,10 @@ it (the first and each duplicate), and every attempt to each destination.
 func printEventDetail(w io.Writer, d *hookwarden.EventDetail) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "event\t%s/%s\n", d.Source, d.EventID)
+	if d.Derived {
+		// SPEC 11: the platform gave no id; only identical bytes are duplicates.
+		fmt.Fprintf(tw, "id\tderived: the SHA-256 of the event's own bytes (the platform gives this event no id)\n")
+	}
 	fmt.Fprintf(tw, "type\t%s\n", d.Type)
 	fmt.Fprintf(tw, "status\t%s (%d delivered, %d pending, %d dead of %s)\n", d.Status, d.Delivered, d.Pending, d.Dead,
 		plural(d.Jobs, "job", "jobs"))

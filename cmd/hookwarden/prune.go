@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,8 +28,17 @@ func retentionOf(cfg *config.Config) (hookwarden.Retention, error) {
 
 // retention is the configuration's retention tiers.
 func retention(cfg *config.Config) hookwarden.Retention {
-	return hookwarden.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D(),
+	r := hookwarden.Retention{Payloads: cfg.Retention.Payloads.D(), Claims: cfg.Retention.Claims.D(),
 		Quarantine: cfg.Retention.Quarantine.D()}
+	for i := range cfg.Sources {
+		if s := &cfg.Sources[i]; s.RetentionClaims > 0 {
+			if r.ClaimsBySource == nil {
+				r.ClaimsBySource = map[string]time.Duration{}
+			}
+			r.ClaimsBySource[s.Name] = s.RetentionClaims.D()
+		}
+	}
+	return r
 }
 
 func newPruneCmd(g *globals) *cobra.Command {
@@ -102,8 +112,11 @@ func printPrune(g *globals, cfg *config.Config, res hookwarden.PruneResult) {
 		verb, deleted = "would prune", "would delete"
 	}
 	w := g.stdout
-	if res.ClaimCutoff.IsZero() {
+	if res.ClaimCutoff.IsZero() && res.ClaimWalkCutoff().IsZero() {
 		fmt.Fprintln(w, "claims: retention.claims is off; nothing deleted")
+	} else if res.ClaimCutoff.IsZero() {
+		fmt.Fprintf(w, "claims:   %s %s of the sources with their own retention_claims (retention.claims is off)\n",
+			deleted, plural(res.EventsDeleted, "event", "events"))
 	} else {
 		fmt.Fprintf(w, "claims:   %s %s claimed and finished before %s (retention.claims %s)",
 			deleted, plural(res.EventsDeleted, "event", "events"), fmtUTC(res.ClaimCutoff), cfg.Retention.Claims)
@@ -112,6 +125,12 @@ func printPrune(g *globals, cfg *config.Config, res hookwarden.PruneResult) {
 				plural(res.JobsDeleted, "job", "jobs"), plural(res.AttemptsDeleted, "attempt", "attempts"))
 		}
 		fmt.Fprintln(w)
+	}
+	for _, s := range cfg.Sources {
+		if s.RetentionClaims > 0 {
+			fmt.Fprintf(w, "          source %s: claims before %s (its retention_claims %s)\n", s.Name,
+				fmtUTC(res.ClaimCutoffs()[s.Name]), s.RetentionClaims)
+		}
 	}
 	if !res.QuarantineCutoff.IsZero() {
 		fmt.Fprintf(w, "quarantine: %s %s held since before %s (retention.quarantine %s)\n", deleted,

@@ -158,19 +158,30 @@ type Log struct {
 
 // Source is one provider endpoint, served at POST /hooks/{name}.
 type Source struct {
-	Name          string        `mapstructure:"name"`
-	Scheme        string        `mapstructure:"scheme"`
-	Secrets       []Secret      `mapstructure:"secrets"`
-	Tolerance     Duration      `mapstructure:"tolerance"`
-	EventID       string        `mapstructure:"event_id"`
-	EventType     string        `mapstructure:"event_type"`
-	RetryHorizon  Duration      `mapstructure:"retry_horizon"`
-	RedriveWindow Duration      `mapstructure:"redrive_window"`
+	Name          string   `mapstructure:"name"`
+	Scheme        string   `mapstructure:"scheme"`
+	Secrets       []Secret `mapstructure:"secrets"`
+	Tolerance     Duration `mapstructure:"tolerance"`
+	EventID       string   `mapstructure:"event_id"`
+	EventType     string   `mapstructure:"event_type"`
+	RetryHorizon  Duration `mapstructure:"retry_horizon"`
+	RedriveWindow Duration `mapstructure:"redrive_window"`
+	// RetentionClaims is the source's own claims retention, in place of
+	// retention.claims for its events (0: retention.claims; telegram's
+	// preset: 7d, since update_id is re-randomized after a quiet week).
+	RetentionClaims Duration `mapstructure:"retention_claims"`
+	// redriveSet: redrive_window was written, 0 included (NoteExplicit).
+	redriveSet    bool
 	ExpectWithin  Duration      `mapstructure:"expect_within"`
 	HMAC          HMAC          `mapstructure:"hmac"`
 	PublicURL     string        `mapstructure:"public_url"`     // twilio: the URL the provider calls
 	AllowUnsigned bool          `mapstructure:"allow_unsigned"` // required for scheme none
 	Destinations  []Destination `mapstructure:"destinations"`
+	// VerifyToken is meta's hub.verify_token, a secret: the GET handshake
+	// echoes hub.challenge only when it matches.
+	VerifyToken Secret `mapstructure:"verify_token"`
+	// Discord configures the answer to Discord interactions.
+	Discord Discord `mapstructure:"discord"`
 	// Backfill recovers outages from the provider's API (docs/backfill.md);
 	// nil: not configured.
 	Backfill *Backfill `mapstructure:"backfill"`
@@ -218,6 +229,14 @@ func BackfillMethod(scheme string) string {
 		return "list"
 	}
 	return "redeliver"
+}
+
+// Discord configures the answer to a Discord interaction.
+type Discord struct {
+	// DeferredType is the deferred response answered after the commit: 5
+	// (default: a message follows) or 6 (component interactions: the
+	// message is updated later).
+	DeferredType int `mapstructure:"deferred_type"`
 }
 
 // HMAC configures the generic hmac scheme.
@@ -350,7 +369,10 @@ func (c *Config) ApplyDefaults() {
 		setStr(&s.EventID, "json:id")
 		setStr(&s.EventType, "json:type")
 		setDur(&s.Tolerance, DefaultTolerance)
-		setDur(&s.RedriveWindow, DefaultRedrive)
+		s.messagingDefaults()
+		if !s.redriveSet {
+			setDur(&s.RedriveWindow, DefaultRedrive)
+		}
 		for j := range s.Destinations {
 			d := &s.Destinations[j]
 			if d.MaxAttempts == 0 {
@@ -659,13 +681,21 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 			add(fmt.Sprintf("%s.secrets[%d]", p, j), "%v", err)
 		}
 	}
+	s.validateMessaging(p, add)
 	if s.Scheme == "twilio" && s.PublicURL == "" {
 		add(p+".public_url", "required for scheme twilio: the exact URL Twilio calls, which it signs")
 	}
-	if margin := c.RetentionMargin(s); margin < 0 {
+	if margin := c.RetentionMargin(s); margin < 0 && s.RetentionClaims > 0 {
+		add(p+".retention_claims", "%s is shorter than the source's retry_horizon + redrive_window (%s): "+
+			"a late retry or redrive would be taken for a new event and delivered twice",
+			s.RetentionClaims, Duration(s.RetentionClaims.D()-margin))
+	} else if margin < 0 {
 		add("retention.claims", "%s is shorter than source %q's retry_horizon + redrive_window (%s): "+
 			"a late retry or redrive would be taken for a new event and delivered twice",
 			c.Retention.Claims, s.Name, Duration(c.Retention.Claims.D()-margin))
+	}
+	if s.RetentionClaims < 0 {
+		add(p+".retention_claims", "%s: a claims retention cannot be negative", s.RetentionClaims)
 	}
 	if s.Backfill != nil {
 		c.validateBackfill(s, p+".backfill", add)
@@ -908,7 +938,16 @@ func (s *Source) unsignedHeaders(spec string) []string {
 // retention.claims minus (retry_horizon + redrive_window). Negative, a late
 // double would find no claim and be delivered again.
 func (c *Config) RetentionMargin(s *Source) time.Duration {
-	return c.Retention.Claims.D() - (s.RetryHorizon.D() + s.RedriveWindow.D())
+	return c.ClaimsRetention(s) - (s.RetryHorizon.D() + s.RedriveWindow.D())
+}
+
+// ClaimsRetention is how long source s's claims are kept: its
+// retention_claims, else retention.claims.
+func (c *Config) ClaimsRetention(s *Source) time.Duration {
+	if s.RetentionClaims > 0 {
+		return s.RetentionClaims.D()
+	}
+	return c.Retention.Claims.D()
 }
 
 // BodyReplayCheck reports whether the source's signature covers its body but

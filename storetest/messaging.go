@@ -1,0 +1,195 @@
+package storetest
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookwarden/hookwarden"
+)
+
+// The messaging platforms' batches (SPEC 11): one receipt, several events,
+// each delivered as the request's envelope holding only it.
+
+// wa is a WhatsApp-shaped body, non-ASCII raw and escaped, with messages
+// ids; envelope cuts out one of them (a stand-in for internal/batch, which
+// the store never sees).
+func wa(ids ...string) (body string, events []hookwarden.Event) {
+	msgs := ""
+	own := map[string]string{}
+	for i, id := range ids {
+		o := fmt.Sprintf(`{"id":%q,"text":{"body":"caf\u00e9 crème %d"}}`, id, i)
+		own[id] = o
+		if i > 0 {
+			msgs += ","
+		}
+		msgs += o
+	}
+	env := func(m string) string {
+		return `{"object":"whatsapp_business_account","entry":[{"changes":[{"value":{"messages":[` + m + `]},"field":"messages"}]}]}`
+	}
+	for _, id := range ids {
+		e := env(own[id])
+		events = append(events, hookwarden.Event{ID: id, Type: "messages", Body: []byte(e),
+			BodySHA256: sha256.Sum256([]byte(own[id])), Destinations: []string{"wa/app"}})
+	}
+	return env(msgs), events
+}
+
+func (f *fixture) envelopes(ids ...string) *hookwarden.Receipt {
+	body, evs := wa(ids...)
+	r := f.receipt("wa", "", body)
+	r.QuarantineReason = ""
+	r.Events = evs
+	return r
+}
+
+// testEnvelopeEvents: each event of a request is claimed on its own id in
+// the receipt's transaction; a resend is a duplicate, a mix delivers only
+// the new; the jobs carry their envelopes byte for byte, the receipt the
+// raw request; a derived id is marked, in a batch and alone.
+func testEnvelopeEvents(t *testing.T, h Harness) {
+	f := setup(t, h)
+	first := f.envelopes("wamid.A", "wamid.B", "wamid.C")
+	res := f.mustRecord(first)
+	if res.Outcome != hookwarden.Accepted || len(res.Events) != 3 {
+		t.Fatalf("first batch: %+v", res)
+	}
+	for i, er := range res.Events {
+		if er != (hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: 1}) {
+			t.Errorf("event %d: %+v, want accepted with one job", i, er)
+		}
+	}
+	if res := f.mustRecord(f.envelopes("wamid.A", "wamid.B", "wamid.C")); res.Outcome != hookwarden.Duplicate ||
+		res.Events[0] != (hookwarden.EventResult{Outcome: hookwarden.Duplicate}) {
+		t.Fatalf("same batch again: %+v, want duplicate, not divergent", res)
+	}
+	res = f.mustRecord(f.envelopes("wamid.C", "wamid.D"))
+	if res.Outcome != hookwarden.Accepted || res.Events[0].Outcome != hookwarden.Duplicate ||
+		res.Events[1] != (hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: 1}) {
+		t.Fatalf("old and new: %+v, want C duplicate, D accepted", res)
+	}
+	jobs := f.lease("wa/app", 10, time.Minute)
+	if len(jobs) != 4 {
+		t.Fatalf("leased %d jobs, want 4 (A, B, C, D once each)", len(jobs))
+	}
+	want := map[string]string{}
+	for _, e := range append(first.Events, f.envelopes("wamid.C", "wamid.D").Events[1]) {
+		want[e.ID] = string(e.Body)
+	}
+	for _, j := range jobs {
+		if string(j.Body) != want[j.EventID] {
+			t.Errorf("job %s: body %s, want its envelope %s", j.EventID, j.Body, want[j.EventID])
+		}
+	}
+	d := f.show("wa", "wamid.B")
+	if d.Derived || len(d.ReceiptLog) != 2 || string(d.ReceiptLog[0].Body) != string(first.Body) {
+		t.Errorf("wamid.B: derived %v receipts %+v; want the raw request byte for byte, twice", d.Derived, d.ReceiptLog)
+	}
+
+	// Derived ids: in a batch, and alone (a Discord Webhook Event).
+	body, evs := wa("x")
+	evs[0].ID, evs[0].Derived = fmt.Sprintf("%x", sha256.Sum256([]byte("own")))+"", true
+	r := f.receipt("wa", "", body)
+	r.QuarantineReason, r.Events = "", evs
+	f.mustRecord(r)
+	if d := f.show("wa", evs[0].ID); !d.Derived {
+		t.Errorf("derived batch event: derived_id false")
+	}
+	alone := f.receipt("dc", "d1", `{"event":{}}`, "dc/app")
+	alone.Events[0].Derived = true
+	if res := f.mustRecord(alone); res.Outcome != hookwarden.Accepted {
+		t.Fatalf("derived single event: %+v", res)
+	}
+	if d := f.show("dc", "d1"); !d.Derived {
+		t.Errorf("derived single event: derived_id false")
+	}
+	items, _, err := f.s.ListEvents(f.ctx, hookwarden.EventFilter{Source: "dc"})
+	if err != nil || len(items) != 1 || !items[0].Derived {
+		t.Errorf("list dc: %+v %v, want one event with derived_id", items, err)
+	}
+	if d := f.show("dc", "d1"); d.Derived && f.show("wa", "wamid.A").Derived {
+		t.Errorf("wamid.A marked derived")
+	}
+}
+
+// testEnvelopeConcurrent: 64 copies of one batch at once: each event is
+// claimed once and gets one job.
+func testEnvelopeConcurrent(t *testing.T, h Harness) {
+	f := setup(t, h)
+	ids := []string{"wamid.1", "wamid.2", "wamid.3", "wamid.4", "wamid.5"}
+	var wg sync.WaitGroup
+	results := make([]hookwarden.RecordResult, 64)
+	errs := make([]error, 64)
+	for i := range 64 {
+		r := f.envelopes(ids...)
+		wg.Go(func() { results[i], errs[i] = f.s.Record(f.ctx, r) })
+	}
+	wg.Wait()
+	accepted := map[int]int{}
+	for i, res := range results {
+		if errs[i] != nil {
+			t.Fatalf("copy %d: %v", i, errs[i])
+		}
+		for j, er := range res.Events {
+			if er.Outcome == hookwarden.Accepted {
+				accepted[j]++
+			}
+		}
+	}
+	for j := range ids {
+		if accepted[j] != 1 {
+			t.Errorf("event %s accepted %d times, want once", ids[j], accepted[j])
+		}
+	}
+	if jobs := f.lease("wa/app", 100, time.Minute); len(jobs) != len(ids) {
+		t.Errorf("leased %d jobs, want %d", len(jobs), len(ids))
+	}
+}
+
+// testRetentionClaimsBySource: a source's own claims retention
+// (retention_claims) replaces retention.claims for its events, shorter
+// (Telegram's 7 days) or longer, on the same pass; a dry run counts the
+// same; the claims tier runs for those sources even without
+// retention.claims.
+func testRetentionClaimsBySource(t *testing.T, h Harness) {
+	f := setup(t, h)
+	for _, src := range []string{"tg", "std", "long"} {
+		f.record(src, "u1", `{"update_id":1}`) // no destination: finished at once
+	}
+	f.clock.Add(10 * day)
+	f.record("tg", "u2", `{"update_id":2}`)
+	by := map[string]time.Duration{"tg": 7 * day, "long": 365 * day}
+	if res := f.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{Claims: 90 * day, ClaimsBySource: by}, DryRun: true}); res.EventsDeleted != 1 {
+		t.Fatalf("dry run: %+v, want 1 (tg/u1)", res)
+	}
+	if res := f.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{Claims: 90 * day, ClaimsBySource: by}, BatchSize: 1}); res.EventsDeleted != 1 {
+		t.Fatalf("prune at 10 days: %+v, want tg/u1 only", res)
+	}
+	if r := f.record("tg", "u1", `{"update_id":1}`); r.Outcome != hookwarden.Accepted {
+		t.Errorf("tg/u1 after its 7 days: %+v, want a new event (update_id re-randomized)", r)
+	}
+	for _, k := range [][2]string{{"std", "u1"}, {"long", "u1"}, {"tg", "u2"}} {
+		if r := f.record(k[0], k[1], `{"update_id":1}`); r.Outcome != hookwarden.Duplicate {
+			t.Errorf("%s/%s: %+v, want still claimed", k[0], k[1], r)
+		}
+	}
+	f.clock.Add(100 * day)
+	if res := f.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{Claims: 90 * day, ClaimsBySource: by}}); res.EventsDeleted != 3 {
+		t.Fatalf("prune at 110 days: %+v, want std/u1 and tg's two, long kept", res)
+	}
+	if r := f.record("long", "u1", `{"update_id":1}`); r.Outcome != hookwarden.Duplicate {
+		t.Errorf("long/u1 at 110 days: %+v, want still claimed (365 days)", r)
+	}
+	f.record("std", "u2", `{"update_id":2}`)
+	// Only per-source retention: the others are kept forever.
+	f.clock.Add(400 * day)
+	if res := f.prune(hookwarden.PruneOptions{Retention: hookwarden.Retention{ClaimsBySource: map[string]time.Duration{"long": 365 * day}}}); res.EventsDeleted != 1 {
+		t.Fatalf("prune of long alone: %+v, want long/u1", res)
+	}
+	if r := f.record("std", "u2", `{"update_id":2}`); r.Outcome != hookwarden.Duplicate {
+		t.Errorf("std/u2 without retention.claims: %+v, want kept", r)
+	}
+}
