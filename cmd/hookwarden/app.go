@@ -140,15 +140,18 @@ func (a *App) Open(ctx context.Context) (err error) {
 		return err
 	}
 	a.Receiver = receiver.New(sources, receiver.Options{
-		Recorder:         loggedRecorder{a.Store, a.log},
-		MaxBodyBytes:     a.cfg.Limits.MaxBodyBytes,
-		MaxInflightBytes: a.cfg.Limits.MaxInflightBytes,
-		CommitTimeout:    a.cfg.Limits.CommitTimeout.D(),
-		RedactHeaders:    a.cfg.RedactHeaders,
-		Notify:           func(d []string) { a.Workers.NotifyCreated(d...) },
-		Observer:         a.Metrics,
-		Logger:           a.log,
-		TrustedProxies:   proxies,
+		Recorder:             loggedRecorder{a.Store, a.log},
+		MaxBodyBytes:         a.cfg.Limits.MaxBodyBytes,
+		MaxInflightBytes:     a.cfg.Limits.MaxInflightBytes,
+		MaxInflightPerClient: a.cfg.Limits.MaxInflightBytesPerClient,
+		MinBodyRate:          a.cfg.Limits.MinBodyBytesPerSecond,
+		SlowBodyGrace:        a.cfg.Limits.SlowBodyGrace.D(),
+		CommitTimeout:        a.cfg.Limits.CommitTimeout.D(),
+		RedactHeaders:        a.cfg.RedactHeaders,
+		Notify:               func(d []string) { a.Workers.NotifyCreated(d...) },
+		Observer:             a.Metrics,
+		Logger:               a.log,
+		TrustedProxies:       proxies,
 	})
 	a.backfill = a.newServeBackfiller()
 	a.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookwarden_receiver_inflight_bytes",
