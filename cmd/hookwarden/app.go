@@ -45,6 +45,10 @@ type App struct {
 	certs             *certReloader // nil without tls.cert/tls.key
 	reloadMu          sync.Mutex    // one Reload at a time
 
+	// avail counts the receiver's answers per source and minute; its
+	// minutes with a 503 go to the store (availability.go).
+	avail *availability
+
 	// countInstances refreshes hookwarden_instances_up (nil: the store is
 	// one process's).
 	countInstances func(context.Context)
@@ -139,6 +143,7 @@ func (a *App) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	a.avail = newAvailability(a.Metrics)
 	a.Receiver = receiver.New(sources, receiver.Options{
 		Recorder:             loggedRecorder{a.Store, a.log},
 		MaxBodyBytes:         a.cfg.Limits.MaxBodyBytes,
@@ -149,7 +154,7 @@ func (a *App) Open(ctx context.Context) (err error) {
 		CommitTimeout:        a.cfg.Limits.CommitTimeout.D(),
 		RedactHeaders:        a.cfg.RedactHeaders,
 		Notify:               func(d []string) { a.Workers.NotifyCreated(d...) },
-		Observer:             a.Metrics,
+		Observer:             a.avail,
 		Logger:               a.log,
 		TrustedProxies:       proxies,
 	})
@@ -208,6 +213,8 @@ func (a *App) Open(ctx context.Context) (err error) {
 	a.serve(a.adminSrv, a.adminLn, "admin")
 	a.wg.Add(1)
 	go a.heartbeat(bg)
+	a.wg.Add(1)
+	go a.availabilityLoop(bg)
 	a.wg.Add(1)
 	go a.outboxLoop(bg)
 	a.wg.Add(1)
@@ -273,6 +280,10 @@ func (a *App) Stop(ctx context.Context) error {
 	a.stopBG()
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	// The receiver is shut: every answer is counted, the current minute's too.
+	if err := a.avail.flush(final, a.Store, true); a.avail != nil && err != nil {
+		errs = append(errs, err)
+	}
 	if err := a.Store.StopRun(final, a.runID); err != nil {
 		errs = append(errs, err)
 	}

@@ -3,16 +3,20 @@ package main
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookwarden/hookwarden"
 )
 
 // The door's memory beyond one body per connection: HTTP/2's streams and
@@ -284,5 +288,71 @@ func TestSlowClientsHoldOnlyTheirShare(t *testing.T) {
 	}
 	if growth := peak - before; growth > 96<<20 {
 		t.Errorf("RSS grew by %d KiB, want < 96 MiB as for idle HTTP/1.1 bodies", growth>>10)
+	}
+}
+
+// TestUnavailableWindowInGaps: while the in-flight budget is full, a
+// source's requests are answered 503: serve records those minutes, and
+// `gaps` lists them as an outage of kind "unavailable" for that source, with
+// its recovery, in --json and in text, although serve ran throughout.
+func TestUnavailableWindowInGaps(t *testing.T) {
+	const budget = 2 << 20
+	_, cfg, _, hook, adm := serveFiles(t, fmt.Sprintf(
+		"limits: { max_inflight_bytes: %d, max_inflight_bytes_per_client: %d, slow_body_grace: 25s }\n", budget, budget))
+	p := startServe(t, cfg, hook, adm)
+	url := "http://" + hook + "/hooks/std"
+	client := fromAddr("127.0.0.1", false)
+	if codes := legit(t, client, url, "msg_before", 3); codes[200] != 3 {
+		t.Fatalf("before: %v", codes)
+	}
+	// Bodies of 1 MiB, 512 KiB, ... 4 KiB less a byte hold buffers of those
+	// sizes: the budget is full to less than a small request's first buffer.
+	var held []net.Conn
+	for size := 1 << 20; size >= 4<<10; size /= 2 {
+		held = append(held, declare(t, hook, 1<<20, strings.Repeat("a", size-1)))
+		settle(t, adm, func() bool { return true })
+	}
+	// Most of the minute's requests, the holders' included, are refused.
+	codes := legit(t, client, url, "msg_refused", 30)
+	if codes[503] < 25 {
+		t.Fatalf("with the budget full: %v, want most answered 503", codes)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	p.signal(os.Interrupt) // the stop adds the current minute
+	if err := p.waitExit(30 * time.Second); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	code, out, errOut := runBin(t, "gaps", "--json", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("gaps: exit %d: %s", code, errOut)
+	}
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var o struct {
+			Kind    string                      `json:"kind"`
+			Source  string                      `json:"source"`
+			Length  float64                     `json:"length_seconds"`
+			Sources []hookwarden.SourceRecovery `json:"sources"`
+		}
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatalf("gaps --json line %q: %v", line, err)
+		}
+		if o.Kind == "unavailable" {
+			found = true
+			if o.Source != "std" || o.Length < 60 || len(o.Sources) != 1 || o.Sources[0].Source != "std" || o.Sources[0].Recovery == "" {
+				t.Errorf("unavailable window %s, want std's minute with its recovery", line)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("gaps --json: %s\nwant a window of kind unavailable (answers %v)", out, codes)
+	}
+	if _, text, _ := runBin(t, "gaps", "--config", cfg); !strings.Contains(text, "503 to std") {
+		t.Errorf("gaps text:\n%s\nwant the window ended by \"503 to std\"", text)
 	}
 }
