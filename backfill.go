@@ -176,6 +176,9 @@ func AnnotateRecovery(rep *GapReport, sources []SourcePolicy, runs []BackfillRun
 		}
 		o.Sources = make([]SourceRecovery, 0, len(sources))
 		for _, p := range sources {
+			if o.Kind == "unavailable" && p.Name != o.Source {
+				continue // the others were served
+			}
 			beyond := slices.Contains(o.BeyondRetryHorizon, p.Name)
 			o.Sources = append(o.Sources, Recover(p, o.Start, end, beyond, rep.Now, runs))
 		}

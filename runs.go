@@ -40,9 +40,14 @@ type GapOptions struct {
 // Outage is a window in which no serve process was running on the file.
 type Outage struct {
 	// Kind is "outage", or "restart": one instance's restart while another
-	// served (several instances on one PostgreSQL store), no events missed.
-	Kind  string    `json:"kind"`
-	Start time.Time `json:"start"`
+	// served (several instances on one PostgreSQL store), no events missed,
+	// or "unavailable": most of Source's requests were answered 503 (its
+	// minutes; AddUnavailable).
+	Kind string `json:"kind"`
+	// Source is the source an "unavailable" window is about (the others
+	// were served).
+	Source string    `json:"source,omitempty"`
+	Start  time.Time `json:"start"`
 	// End is the start of the next run; zero while the window is open (no
 	// run since, or the last run died): then Length runs to now.
 	End           time.Time     `json:"end,omitzero"`

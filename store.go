@@ -24,6 +24,7 @@ type Store interface {
 	FlowInspector
 	Health
 	BackfillLog
+	AvailabilityLog
 
 	// Backup writes a consistent snapshot of the store to dest, a new file
 	// that the --db commands can open. It fails with an error wrapping

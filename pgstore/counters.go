@@ -154,6 +154,10 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 				return fmt.Errorf("prune %s: %w", table, err)
 			}
 		}
+		// The 503 minutes (gaps' "unavailable" windows), on the same cutoff.
+		if _, err := tx.Exec(ctx, `DELETE FROM unavailable_minutes WHERE minute < $1`, res.ClaimCutoff); err != nil {
+			return fmt.Errorf("prune unavailable_minutes: %w", err)
+		}
 		return nil
 	})
 }

@@ -126,6 +126,11 @@ func (s *Store) Gaps(ctx context.Context, opt hookwarden.GapOptions) (hookwarden
 		return hookwarden.GapReport{Now: now, Outages: []hookwarden.Outage{}, Silences: []hookwarden.Silence{}}, err
 	}
 	rep := hookwarden.GapsOf(runs, now, opt)
+	un, err := s.unavailableMinutes(ctx, opt.Since)
+	if err != nil {
+		return rep, err
+	}
+	rep.AddUnavailable(un, opt.Since, opt.Sources)
 	first := now
 	if len(runs) > 0 {
 		first = runs[0].StartedAt

@@ -1,4 +1,4 @@
 package receiver
 
-// BudgetChunk is the budget's reservation step, for the tests' arithmetic.
-const BudgetChunk = budgetChunk
+// HeaderBytes is what a request's header list costs of the budget.
+var HeaderBytes = headerBytes

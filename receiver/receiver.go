@@ -122,6 +122,16 @@ type Options struct {
 	// MaxInflightBytes bounds the request body bytes held in memory, all
 	// requests together (default 64 MiB); past it, 503.
 	MaxInflightBytes int64
+	// MaxInflightPerClient bounds what one client (an address, a /64 for
+	// IPv6) may hold of MaxInflightBytes (default a quarter of it, but room
+	// for a body of MaxBodyBytes: twice that and 64 KiB of headers).
+	MaxInflightPerClient int64
+	// MinBodyRate (bytes a second, default 16 KiB/s; < 0: off) and
+	// SlowBodyGrace (default 5s): a body is cut (408) when it stalls for the
+	// grace, or when past the grace less than MinBodyRate a second has
+	// arrived.
+	MinBodyRate   int64
+	SlowBodyGrace time.Duration
 	// CommitTimeout bounds how long a request waits for its commit (default
 	// 2s); past it, 503. The commit may still land: the provider's retry is
 	// then a duplicate.
@@ -142,6 +152,8 @@ type Options struct {
 const (
 	DefaultMaxInflightBytes = 64 << 20
 	DefaultCommitTimeout    = 2 * time.Second
+	DefaultMinBodyRate      = 16 << 10
+	DefaultSlowBodyGrace    = 5 * time.Second
 )
 
 // alwaysRedacted are credentials that never rest in the database (Telegram's
@@ -190,8 +202,19 @@ func New(sources []Source, opts Options) *Receiver {
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = DefaultCommitTimeout
 	}
+	if opts.MaxInflightPerClient <= 0 {
+		opts.MaxInflightPerClient = max(opts.MaxInflightBytes/4, 2*opts.MaxBodyBytes+64<<10)
+	}
+	opts.MaxInflightPerClient = min(opts.MaxInflightPerClient, opts.MaxInflightBytes)
+	if opts.MinBodyRate == 0 {
+		opts.MinBodyRate = DefaultMinBodyRate
+	}
+	if opts.SlowBodyGrace <= 0 {
+		opts.SlowBodyGrace = DefaultSlowBodyGrace
+	}
 	rc := &Receiver{opts: opts}
-	rc.budget.max = opts.MaxInflightBytes
+	rc.budget.max, rc.budget.perClient = opts.MaxInflightBytes, opts.MaxInflightPerClient
+	rc.budget.clients = map[netip.Prefix]int64{}
 	rc.deadlines = newCommitDeadlines(opts.CommitTimeout)
 	rc.redacted = append(rc.redacted, alwaysRedacted...)
 	for _, h := range opts.RedactHeaders {
@@ -262,22 +285,30 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		rc.unavailable(w)
 		return "unavailable"
 	}
-	body, held, err := rc.readBody(w, r)
-	defer rc.budget.release(held)
+	remote := rc.remoteAddr(r)
+	held := &hold{b: &rc.budget, client: clientKey(remote)}
+	defer held.release()
+	body, err := rc.readBody(w, r, held)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			answer(w, http.StatusRequestEntityTooLarge, "too_large")
 			return "too_large"
 		}
-		if errors.Is(err, errBudget) {
+		if errors.Is(err, errBudget) || errors.Is(err, errClientShare) || errors.Is(err, errTooSlow) {
 			// The rest of the body stays unread: over HTTP/1 the connection
 			// must close, or net/http would wait to drain it.
 			if r.ProtoMajor == 1 {
 				w.Header().Set("Connection", "close")
 			}
-			rc.opts.Logger.Debug("request refused: in-flight body budget full", "source", src.Name,
-				"max_inflight_bytes", rc.opts.MaxInflightBytes, "remote", rc.remoteAddr(r))
+			if errors.Is(err, errTooSlow) {
+				rc.opts.Logger.Info("request cut: body too slow", "source", src.Name,
+					"min_body_bytes_per_second", rc.opts.MinBodyRate, "grace", rc.opts.SlowBodyGrace, "remote", remote)
+				answer(w, http.StatusRequestTimeout, "too_slow")
+				return "too_slow"
+			}
+			rc.opts.Logger.Debug("request refused: in-flight body budget full", "source", src.Name, "reason", err.Error(),
+				"max_inflight_bytes", rc.opts.MaxInflightBytes, "remote", remote)
 			rc.unavailable(w)
 			return "unavailable"
 		}
@@ -311,7 +342,7 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 		Header:     rc.redact(r.Header),
 		Body:       body,
 		BodySHA256: sha256.Sum256(body),
-		RemoteAddr: rc.remoteAddr(r),
+		RemoteAddr: remote,
 		ReceivedAt: now,
 	}
 	rc.guard(src, vreq, rec)
@@ -529,6 +560,12 @@ func slackChallenge(body []byte) (string, bool) {
 	return v.Challenge, true
 }
 
+// MaxHeaderBytes bounds a request's header list. Webhook headers are a few
+// KiB (nginx's and Apache's defaults refuse a line over 8 KiB); over HTTP/2
+// a connection's 16 streams each hold one before any handler runs, so this
+// times 16 is what a connection may cost beyond the budget.
+const MaxHeaderBytes = 16 << 10
+
 // NewServer returns an http.Server with every timeout set: net/http has none
 // by default, and a receiver without them is one slowloris away from down.
 func NewServer(addr string, h http.Handler) *http.Server {
@@ -536,12 +573,22 @@ func NewServer(addr string, h http.Handler) *http.Server {
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		// With native TLS one HTTP/2 connection could otherwise open 250
-		// streams, each a request body in memory.
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 16},
+		// streams, each a request body in memory, and buffer 1 MiB of
+		// DATA per stream and connection that no handler has read: the
+		// window is 64 KiB for the connection and its streams together
+		// (HTTP/2's smallest), so what a connection buffers unread stays
+		// what an HTTP/1.1 connection's headers may cost. Header lists
+		// (MaxHeaderBytes each) are charged to the in-flight budget.
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          16,
+			MaxReceiveBufferPerConnection: 64 << 10,
+			MaxReceiveBufferPerStream:     64 << 10,
+			MaxDecoderHeaderTableSize:     4 << 10,
+		},
 	}
 }

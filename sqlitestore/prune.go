@@ -86,6 +86,12 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 			return fmt.Errorf("prune %s: %w", table, err)
 		}
 	}
+	// The 503 minutes (gaps' "unavailable" windows), on the same cutoff.
+	err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM unavailable_minutes WHERE minute < ?)`,
+		`DELETE FROM unavailable_minutes WHERE minute < ?`, fmtTime(res.ClaimCutoff))
+	if err != nil {
+		return fmt.Errorf("prune unavailable_minutes: %w", err)
+	}
 	return nil
 }
 

@@ -104,6 +104,7 @@ func Run(t *testing.T, h Harness) {
 		{"Gaps/CleanRestart", testGapsClean},
 		{"Gaps/LiveRun", testGapsLiveRun},
 		{"Gaps/Silences", testSilences},
+		{"Gaps/Unavailable", testGapsUnavailable},
 		{"ListEvents", testListEvents},
 		{"ListEvents/Filters", testListFilters},
 		{"Stats", testStats},

@@ -53,6 +53,9 @@ type App struct {
 	hookHandover *handoverListener
 	adminPassed  bool
 	stopping     atomic.Bool
+	// avail counts the receiver's answers per source and minute; its
+	// minutes with a 503 go to the store (availability.go).
+	avail *availability
 
 	// countInstances refreshes hookwarden_instances_up (nil: the store is
 	// one process's).
@@ -163,17 +166,21 @@ func (a *App) Open(ctx context.Context) (err error) {
 		return err
 	}
 	tokens, _ := a.Store.(receiver.TokenReader) // both stores: a known Mailgun replay is refused before the filters
+	a.avail = newAvailability(a.Metrics)
 	a.Receiver = receiver.New(sources, receiver.Options{
-		Recorder:         loggedRecorder{a.Store, a.log},
-		Tokens:           tokens,
-		MaxBodyBytes:     a.cfg.Limits.MaxBodyBytes,
-		MaxInflightBytes: a.cfg.Limits.MaxInflightBytes,
-		CommitTimeout:    a.cfg.Limits.CommitTimeout.D(),
-		RedactHeaders:    a.cfg.RedactHeaders,
-		Notify:           func(d []string) { a.Workers.NotifyCreated(d...) },
-		Observer:         a.Metrics,
-		Logger:           a.log,
-		TrustedProxies:   proxies,
+		Recorder:             loggedRecorder{a.Store, a.log},
+		Tokens:               tokens,
+		MaxBodyBytes:         a.cfg.Limits.MaxBodyBytes,
+		MaxInflightBytes:     a.cfg.Limits.MaxInflightBytes,
+		MaxInflightPerClient: a.cfg.Limits.MaxInflightBytesPerClient,
+		MinBodyRate:          a.cfg.Limits.MinBodyBytesPerSecond,
+		SlowBodyGrace:        a.cfg.Limits.SlowBodyGrace.D(),
+		CommitTimeout:        a.cfg.Limits.CommitTimeout.D(),
+		RedactHeaders:        a.cfg.RedactHeaders,
+		Notify:               func(d []string) { a.Workers.NotifyCreated(d...) },
+		Observer:             a.avail,
+		Logger:               a.log,
+		TrustedProxies:       proxies,
 	})
 	a.backfill = a.newServeBackfiller()
 	a.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookwarden_receiver_inflight_bytes",
@@ -228,6 +235,8 @@ func (a *App) Open(ctx context.Context) (err error) {
 	a.serve(a.adminSrv, a.adminLn, "admin")
 	a.wg.Add(1)
 	go a.heartbeat(bg)
+	a.wg.Add(1)
+	go a.availabilityLoop(bg)
 	a.wg.Add(1)
 	go a.outboxLoop(bg)
 	a.wg.Add(1)
@@ -297,6 +306,10 @@ func (a *App) Stop(ctx context.Context) error {
 	a.stopBG()
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	// The receiver is shut: every answer is counted, the current minute's too.
+	if err := a.avail.flush(final, a.Store, true); a.avail != nil && err != nil {
+		errs = append(errs, err)
+	}
 	if err := a.Store.StopRun(final, a.runID); err != nil {
 		errs = append(errs, err)
 	}

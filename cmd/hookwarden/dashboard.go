@@ -29,7 +29,7 @@ func (a *App) newDashboard(adm *admin.Admin, tokenSet bool) (*admin.Dashboard, e
 	}
 	o.Destinations = func() []string { return destinationNames(a.currentConfig()) }
 	o.Refused = func(source string, d time.Duration) (int, int) {
-		return a.Metrics.Recent(source, d, "unauthorized", "too_large", "bad_request", "method_not_allowed"),
+		return a.Metrics.Recent(source, d, "unauthorized", "too_large", "bad_request", "too_slow", "method_not_allowed"),
 			a.Metrics.Recent(source, d, "unavailable")
 	}
 	o.CountingSince = a.Metrics.Started()

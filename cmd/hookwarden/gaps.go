@@ -44,7 +44,9 @@ func newGapsCmd(g *globals) *cobra.Command {
 		Use:   "gaps",
 		Short: "Outage windows of the receiver and silences of sources, flagged beyond the provider's retry horizon",
 		Long: `List every window in which no serve process was running on the database (from the
-run history: each run's start, heartbeats every 2s, and clean stop), and every
+run history: each run's start, heartbeats every 2s, and clean stop), every minute
+in which most of a source's requests were answered 503 (kind "unavailable": the
+in-flight budget full, the store failing; serve records them every 10s), and every
 silence longer than a source's expect_within. A window longer than a source's
 retry_horizon is flagged: events that provider sent in it may be lost for good.
 Each window says, per source, what became of its events: recovered (a backfill
@@ -130,7 +132,7 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 	if len(rep.Outages) == 0 {
 		fmt.Fprintf(w, "no outage windows in %s\n", plural(rep.Runs, "recorded run", "recorded runs"))
 	} else {
-		fmt.Fprintf(w, "outage windows (receiver not running), from %s:\n", plural(rep.Runs, "recorded run", "recorded runs"))
+		fmt.Fprintf(w, "outage windows (receiver not running, or answering a source 503), from %s:\n", plural(rep.Runs, "recorded run", "recorded runs"))
 		tw := newTable(w)
 		fmt.Fprintln(tw, "START (UTC)\tEND (UTC)\tLENGTH\tENDED BY\t"+localCol(local, "LOCAL TIME\t")+"BEYOND RETRY HORIZON OF")
 		for _, o := range rep.Outages {
@@ -141,6 +143,9 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 			kind := "clean stop"
 			if o.Crash {
 				kind = "crash"
+			}
+			if o.Kind == "unavailable" {
+				kind = "503 to " + o.Source // serve ran, but answered most of its requests 503
 			}
 			beyond := "-"
 			switch {

@@ -131,6 +131,15 @@ type Limits struct {
 	// MaxInflightBytes: request bodies held in memory at once, all
 	// connections together (default 64 MiB); past it, 503.
 	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes"`
+	// MaxInflightBytesPerClient: what one client (an address, a /64 for
+	// IPv6) may hold of MaxInflightBytes (default a quarter of it, at least
+	// twice MaxBodyBytes and 64 KiB); past it, that client gets 503.
+	MaxInflightBytesPerClient int64 `mapstructure:"max_inflight_bytes_per_client"`
+	// MinBodyBytesPerSecond and SlowBodyGrace: a body that stalls for the
+	// grace, or arrives slower than this rate past it, is cut with 408
+	// (defaults 16384 and 5s).
+	MinBodyBytesPerSecond int64    `mapstructure:"min_body_bytes_per_second"`
+	SlowBodyGrace         Duration `mapstructure:"slow_body_grace"`
 	// MaxConnections: open receiver connections (default 1024).
 	MaxConnections int `mapstructure:"max_connections"`
 	// CommitTimeout: the longest a request waits for its commit before 503
@@ -319,6 +328,8 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxInflight  = 64 << 20
 	DefaultMaxConns     = 1024
+	DefaultMinBodyRate  = 16 << 10
+	DefaultSlowGrace    = 5 * time.Second
 	DefaultCommitWait   = 2 * time.Second
 	DefaultPayloads     = 30 * Day
 	DefaultClaims       = 90 * Day
@@ -342,6 +353,14 @@ func (c *Config) ApplyDefaults() {
 	if c.Limits.MaxInflightBytes == 0 {
 		c.Limits.MaxInflightBytes = DefaultMaxInflight
 	}
+	if c.Limits.MaxInflightBytesPerClient == 0 && c.Limits.MaxInflightBytes > 0 && c.Limits.MaxBodyBytes > 0 {
+		c.Limits.MaxInflightBytesPerClient = min(c.Limits.MaxInflightBytes,
+			max(c.Limits.MaxInflightBytes/4, 2*c.Limits.MaxBodyBytes+64<<10))
+	}
+	if c.Limits.MinBodyBytesPerSecond == 0 {
+		c.Limits.MinBodyBytesPerSecond = DefaultMinBodyRate
+	}
+	setDur(&c.Limits.SlowBodyGrace, DefaultSlowGrace)
 	if c.Limits.MaxConnections == 0 {
 		c.Limits.MaxConnections = DefaultMaxConns
 	}
@@ -488,9 +507,26 @@ func (c *Config) Validate() []Problem {
 	}
 	if c.Limits.MaxInflightBytes < 0 {
 		add("limits.max_inflight_bytes", "must be positive")
-	} else if c.Limits.MaxInflightBytes < c.Limits.MaxBodyBytes {
-		add("limits.max_inflight_bytes", "%d is less than limits.max_body_bytes (%d): the largest body allowed could never be read",
+	} else if c.Limits.MaxInflightBytes < 2*c.Limits.MaxBodyBytes {
+		// A buffer grows beside the one it replaces: a body of the limit
+		// needs one and a half times its size, and its headers.
+		add("limits.max_inflight_bytes", "%d is less than twice limits.max_body_bytes (%d): the largest body allowed could never be read",
 			c.Limits.MaxInflightBytes, c.Limits.MaxBodyBytes)
+	}
+	switch pc := c.Limits.MaxInflightBytesPerClient; {
+	case pc < 0:
+		add("limits.max_inflight_bytes_per_client", "must be positive")
+	case pc > c.Limits.MaxInflightBytes && c.Limits.MaxInflightBytes > 0:
+		add("limits.max_inflight_bytes_per_client", "%d is more than limits.max_inflight_bytes (%d)", pc, c.Limits.MaxInflightBytes)
+	case pc > 0 && pc < 2*c.Limits.MaxBodyBytes:
+		add("limits.max_inflight_bytes_per_client", "%d is less than twice limits.max_body_bytes (%d): the largest body allowed could never be read",
+			pc, c.Limits.MaxBodyBytes)
+	}
+	if c.Limits.MinBodyBytesPerSecond < 0 {
+		add("limits.min_body_bytes_per_second", "must be positive")
+	}
+	if c.Limits.SlowBodyGrace < 0 {
+		add("limits.slow_body_grace", "must be positive")
 	}
 	if c.Limits.MaxConnections < 0 {
 		add("limits.max_connections", "must be positive")

@@ -118,20 +118,24 @@ func TestAdminTokenRequiredOffLoopback(t *testing.T) {
 func TestDoorLimitsDefaultsAndProblems(t *testing.T) {
 	c := Config{Sources: []Source{{Name: "s", Scheme: "none", AllowUnsigned: true}}}
 	c.ApplyDefaults()
-	if c.Limits.MaxInflightBytes != 64<<20 || c.Limits.MaxConnections != 1024 || c.Limits.CommitTimeout.D() != 2*time.Second {
+	if c.Limits.MaxInflightBytes != 64<<20 || c.Limits.MaxConnections != 1024 || c.Limits.CommitTimeout.D() != 2*time.Second ||
+		c.Limits.MaxInflightBytesPerClient != 16<<20 || c.Limits.MinBodyBytesPerSecond != 16<<10 || c.Limits.SlowBodyGrace.D() != 5*time.Second {
 		t.Fatalf("defaults: %+v", c.Limits)
 	}
 	if ps := Errors(c.Validate()); len(ps) != 0 {
 		t.Fatalf("defaults have problems: %v", ps)
 	}
-	c.Limits.MaxInflightBytes = c.Limits.MaxBodyBytes - 1
+	c.Limits.MaxInflightBytes = 2*c.Limits.MaxBodyBytes - 1 // a growing buffer beside the old one
+	c.Limits.MaxInflightBytesPerClient = c.Limits.MaxBodyBytes
+	c.Limits.MinBodyBytesPerSecond = -1
+	c.Limits.SlowBodyGrace = -1
 	c.Limits.MaxConnections = -1
 	c.RedactHeaders = []string{"X-Ok", "bad header", ""}
 	var got []string
 	for _, p := range Errors(c.Validate()) {
 		got = append(got, p.Path)
 	}
-	want := "limits.max_inflight_bytes limits.max_connections redact_headers[1] redact_headers[2]"
+	want := "limits.max_inflight_bytes limits.max_inflight_bytes_per_client limits.min_body_bytes_per_second limits.slow_body_grace limits.max_connections redact_headers[1] redact_headers[2]"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("problems at %v, want %s", got, want)
 	}
