@@ -143,4 +143,5 @@ func (a *availability) Handshake(source, kind, outcome string) {
 		h.Handshake(source, kind, outcome)
 	}
 }
+
 var _ receiver.HandshakeObserver = (*availability)(nil)
