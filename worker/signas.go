@@ -81,11 +81,8 @@ func SignAsSchemes() []string {
 // secret (the resolved signing_secret): nil, or why not. The error never
 // holds the secret.
 func CheckSignAs(scheme, secret string) error {
-	if why, ok := signAsRefused[scheme]; ok {
-		return fmt.Errorf("cannot sign as %s: %s", scheme, why)
-	}
-	if _, ok := signAsSchemes[scheme]; !ok {
-		return fmt.Errorf("cannot sign as %q: want one of %s", scheme, strings.Join(SignAsSchemes(), ", "))
+	if err := SignAsRefusal(scheme); err != nil {
+		return err
 	}
 	if secret == "" {
 		return fmt.Errorf("sign_as %s needs signing_secret: the %s secret the app verifies with", scheme, scheme)
@@ -100,6 +97,18 @@ func CheckSignAs(scheme, secret string) error {
 			err = se.Err
 		}
 		return fmt.Errorf("signing_secret for sign_as %s: %w", scheme, err)
+	}
+	return nil
+}
+
+// SignAsRefusal says why deliveries can never be signed as scheme, whatever
+// the secret; nil if they can.
+func SignAsRefusal(scheme string) error {
+	if why, ok := signAsRefused[scheme]; ok {
+		return fmt.Errorf("cannot sign as %s: %s", scheme, why)
+	}
+	if _, ok := signAsSchemes[scheme]; !ok {
+		return fmt.Errorf("cannot sign as %q: want one of %s", scheme, strings.Join(SignAsSchemes(), ", "))
 	}
 	return nil
 }
