@@ -171,3 +171,39 @@ sources:
 		}
 	}
 }
+
+// TestCheckRefusesSignAs: check names the key path and the reason of a
+// sign_as that cannot work, and exits non-zero; the secret is never shown.
+func TestCheckRefusesSignAs(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(`
+database: { path: "hw.db" }
+sources:
+  - name: sg
+    scheme: stripe
+    secrets: ["whsec_x"]
+    destinations:
+      - { name: a, url: "http://127.0.0.1:3000/", sign_as: sendgrid, signing_secret: "sekrit-value" }
+      - { name: b, url: "http://127.0.0.1:3000/", sign_as: github }
+      - { name: c, url: "http://127.0.0.1:3000/", sign_as: mailgun, signing_secret: "sekrit-value" }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runBinIn(t, dir, nil, "check", "--config", cfg)
+	if code == 0 {
+		t.Fatalf("check exit 0 for refused sign_as:\n%s", out)
+	}
+	for _, want := range []string{
+		"sources[0].destinations[0].sign_as: cannot sign as sendgrid",
+		"sources[0].destinations[1].sign_as: needs signing_secret: the github secret",
+		"sources[0].destinations[2].sign_as: cannot sign as mailgun: Mailgun's signature is inside the body",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "sekrit-value") {
+		t.Errorf("check shows the secret:\n%s", out)
+	}
+}
