@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -105,4 +106,29 @@ func TestSignAsUnsignable(t *testing.T) {
 	if res.Class != Permanent || res.Err == nil || !strings.Contains(res.Err.Error(), "sign request as twilio") {
 		t.Fatalf("Deliver = %+v, want a permanent signing error", res)
 	}
+}
+
+// FuzzSignAs: whatever the provider sent (body, content type, headers kept
+// in the receipt), signing as any scheme never panics, and either fails
+// (a poison delivery) or gives headers the request can carry.
+func FuzzSignAs(f *testing.F) {
+	f.Add(uint8(0), []byte(`{"id":"evt_1"}`), "application/json", "push", "d-1")
+	f.Add(uint8(7), []byte("a=1&b=%zz"), "application/x-www-form-urlencoded; charset=utf-8", "", "")
+	f.Add(uint8(3), []byte{0xff, 0x00}, "text/plain;;", "x\r\ny", "\x00")
+	schemes := SignAsSchemes()
+	f.Fuzz(func(t *testing.T, pick uint8, body []byte, contentType, hv, id string) {
+		scheme := schemes[int(pick)%len(schemes)]
+		job := &hookwarden.Job{Source: "s", EventID: id, EventType: hv, ContentType: contentType, Body: body,
+			Header: http.Header{"X-Github-Event": {hv}, "X-Shopify-Topic": {hv}, "X-Slack-Retry-Num": {hv}}}
+		h, u, err := signAs(scheme, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "http://127.0.0.1:1/x?a=b", job, time.Unix(1700000000, 0))
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(u, "http://127.0.0.1:1/x?a=b") {
+			t.Fatalf("URL %q is not the destination's", u)
+		}
+		if len(h) == 0 {
+			t.Fatalf("%s: no signature headers", scheme)
+		}
+	})
 }
