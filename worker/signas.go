@@ -125,7 +125,9 @@ func signAs(scheme, secret, url string, job *hookwarden.Job, now time.Time) (htt
 	if scheme == "twilio" && !isForm(job.ContentType) {
 		// Twilio's JSON webhooks: the URL carries bodySHA256 (hex SHA-256 of
 		// the body) and the signature covers the URL alone.
+		// (A fragment is never sent: the hash goes before it.)
 		sum := sha256.Sum256(job.Body)
+		url, _, _ = strings.Cut(url, "#")
 		sep := "?"
 		if strings.Contains(url, "?") {
 			sep = "&"
