@@ -164,7 +164,13 @@ type Job struct {
 	DeadCount   int    // how many times this job was dead-lettered before
 	ContentType string
 	Body        []byte
-	ReceivedAt  time.Time
+	// Header is the request's headers as the receipt keeps them
+	// (credentials redacted): for a batch element, the batch request's.
+	// A destination with sign_as reads the provider's own headers from it
+	// (X-GitHub-Event, X-Shopify-Topic, ...). Nil for a job whose receipt
+	// kept no headers.
+	Header     http.Header
+	ReceivedAt time.Time
 	// Probe: the destination is paused automatically and this is its
 	// probe; a failure does not count toward max_attempts (Attempt.Probe).
 	Probe bool

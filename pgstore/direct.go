@@ -10,7 +10,10 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -68,7 +71,8 @@ func handOver(jobs []handed, committed bool) {
 // what Lease would read back, from what Record holds already.
 func directJob(r *hookwarden.Receipt, ev *hookwarden.Event, id int64, destination string) hookwarden.Job {
 	j := hookwarden.Job{ID: id, Source: r.Source, EventID: ev.ID, EventType: ev.Type, Destination: destination,
-		Attempt: 1, ReceivedAt: r.ReceivedAt.UTC().Truncate(time.Microsecond)} // as timestamptz keeps it
+		Attempt: 1, ReceivedAt: r.ReceivedAt.UTC().Truncate(time.Microsecond), // as timestamptz keeps it
+		Header: storedHeader(r.Header)}
 	if ev.Body != nil {
 		j.Body, j.ContentType = ev.Body, "application/json" // a batch element, as Lease gives it
 	} else {
@@ -78,6 +82,20 @@ func directJob(r *hookwarden.Receipt, ev *hookwarden.Event, id int64, destinatio
 		j.Body = []byte{}
 	}
 	return j
+}
+
+// storedHeader is h as Lease reads it back: encodeHeaders drops NUL bytes
+// and replaces invalid UTF-8, which PostgreSQL text cannot hold. h itself
+// when it has neither (always, for what net/http accepts but obs-text).
+func storedHeader(h http.Header) http.Header {
+	for k, vs := range h {
+		for _, v := range vs {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) || strings.Contains(k+v, "\x00") {
+				return decodeHeaders(encodeHeaders(h))
+			}
+		}
+	}
+	return h
 }
 
 // hasDirect reports whether a Direct pool is set.

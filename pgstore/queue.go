@@ -329,10 +329,11 @@ func leasedJobs(rows pgx.Rows, destination string) ([]hookwarden.Job, error) {
 		}
 		j.Destination = destination
 		j.ReceivedAt = j.ReceivedAt.UTC()
+		j.Header = decodeHeaders(headers)
 		if element {
 			j.ContentType = "application/json" // batch elements are JSON values
 		} else {
-			j.ContentType = headerValue(headers, "Content-Type")
+			j.ContentType = j.Header.Get("Content-Type")
 		}
 		jobs = append(jobs, j)
 	}
@@ -340,17 +341,6 @@ func leasedJobs(rows pgx.Rows, destination string) ([]hookwarden.Job, error) {
 		return jobs, fmt.Errorf("%w: lease jobs: %w", hookwarden.ErrUnavailable, err)
 	}
 	return jobs, missing
-}
-
-// headerValue is the first value of the header name in headers as
-// encodeHeaders writes them (canonical names, "Name: value" lines).
-func headerValue(headers, name string) string {
-	for line := range strings.SplitSeq(headers, "\n") {
-		if k, v, ok := strings.Cut(line, ": "); ok && k == name {
-			return v
-		}
-	}
-	return ""
 }
 
 // Finish records an attempt and applies its verdict to the job. The

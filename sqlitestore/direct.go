@@ -71,7 +71,7 @@ func handOver(jobs []handed, committed bool) {
 // directJob is the in-memory job handed over for event ev of receipt r.
 func directJob(r *hookwarden.Receipt, ev *hookwarden.Event, id int64, destination string) hookwarden.Job {
 	j := hookwarden.Job{ID: id, Source: r.Source, EventID: ev.ID, EventType: ev.Type, Destination: destination,
-		Attempt: 1, ReceivedAt: r.ReceivedAt.UTC().Truncate(time.Microsecond)}
+		Attempt: 1, ReceivedAt: r.ReceivedAt.UTC().Truncate(time.Microsecond), Header: r.Header}
 	if ev.Body != nil {
 		j.Body, j.ContentType = ev.Body, "application/json" // a batch element, as loadJobEvents
 	} else {

@@ -148,10 +148,11 @@ func (s *Store) loadJobEvents(ctx context.Context, refs []int64) (map[int64]hook
 		if j.ReceivedAt, err = parseTime(at); err != nil {
 			return out, fmt.Errorf("load event %d: %w", ref, err)
 		}
+		j.Header = decodeHeaders(headers)
 		if element {
 			j.ContentType = "application/json" // batch elements are JSON values
 		} else {
-			j.ContentType = decodeHeaders(headers).Get("Content-Type")
+			j.ContentType = j.Header.Get("Content-Type")
 		}
 		out[ref] = j
 	}

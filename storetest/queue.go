@@ -43,8 +43,9 @@ func testLeaseMax(t *testing.T, h Harness) {
 			seen[j.ID] = true
 			if j.Attempt != 1 || j.Destination != "std/app" || j.Source != "std" || j.EventType != "t.created" ||
 				j.ContentType != "application/json" || string(j.Body) != fmt.Sprintf(`{"n":%s}`, j.EventID[1:]) ||
-				!j.ReceivedAt.Equal(now) || j.IdempotencyKey() != "std:"+j.EventID {
-				t.Errorf("leased job %+v lacks what a delivery needs", j)
+				!j.ReceivedAt.Equal(now) || j.IdempotencyKey() != "std:"+j.EventID ||
+				j.Header.Get("Webhook-Id") != j.EventID || j.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("leased job %+v lacks what a delivery needs (the receipt's headers too: sign_as reads them)", j)
 			}
 		}
 	}
@@ -278,8 +279,9 @@ func testDirectHandOver(t *testing.T, h Harness) {
 	p.mu.Unlock()
 	for _, j := range handed {
 		if j.Attempt != 1 || j.Source != "std" || j.Destination != "std/app" || j.EventType != "t.created" ||
-			j.ContentType != "application/json" || string(j.Body) != `{"id":"`+j.EventID+`"}` || !j.ReceivedAt.Equal(now) {
-			t.Errorf("handed job %+v lacks what a delivery needs", j)
+			j.ContentType != "application/json" || string(j.Body) != `{"id":"`+j.EventID+`"}` || !j.ReceivedAt.Equal(now) ||
+			j.Header.Get("Webhook-Id") != j.EventID {
+			t.Errorf("handed job %+v lacks what a delivery needs (the receipt's headers too, as Lease reads them)", j)
 		}
 		if info := f.jobOf("std", j.EventID, "std/app"); info.ID != j.ID || info.Attempts != 1 || info.LeasedUntil.IsZero() {
 			t.Errorf("handed job %s stored as %+v, want leased for attempt 1", j.EventID, info)

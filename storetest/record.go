@@ -102,8 +102,9 @@ func testBatch(t *testing.T, h Harness) {
 	}
 	for _, j := range jobs {
 		if want := element(j.EventID)[1]; string(j.Body) != want || j.ContentType != "application/json" ||
-			j.Source != "sg" || j.EventType != "delivered" {
-			t.Errorf("job %s: body %q type %q content %q; want its element %q as JSON", j.EventID, j.Body, j.EventType, j.ContentType, want)
+			j.Source != "sg" || j.EventType != "delivered" || j.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("job %s: body %q type %q content %q header %v; want its element %q as JSON, with the batch request's headers",
+				j.EventID, j.Body, j.EventType, j.ContentType, j.Header, want)
 		}
 	}
 	d := f.show("sg", "b")

@@ -40,6 +40,12 @@ type HTTPConfig struct {
 	// (webhook-id, webhook-timestamp, webhook-signature). Use a "whsec_"
 	// secret so any Standard Webhooks library verifies it.
 	SigningSecret string
+	// SignAs, when set, signs every request in that provider's own format
+	// instead (a scheme of SignAsSchemes), with SigningSecret as the
+	// provider's secret and the attempt's time, and adds the provider's
+	// headers from the job's receipt: the app verifies with the provider's
+	// SDK, however long the event waited.
+	SignAs string
 	// Client is used instead of the deliverer's own (for tests or a custom
 	// transport). Redirects are never followed, whatever its CheckRedirect.
 	Client *http.Client
@@ -58,6 +64,7 @@ type HTTP struct {
 	url     string
 	timeout time.Duration
 	secret  string
+	signAs  string
 	ua      string
 	client  *http.Client
 }
@@ -78,7 +85,11 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultHTTPTimeout
 	}
-	if cfg.SigningSecret != "" {
+	if cfg.SignAs != "" {
+		if err := CheckSignAs(cfg.SignAs, cfg.SigningSecret); err != nil {
+			return nil, fmt.Errorf("http destination: %w", err)
+		}
+	} else if cfg.SigningSecret != "" {
 		if _, err := signature.SignStandard(cfg.SigningSecret, "check", time.Unix(0, 0), nil); err != nil {
 			return nil, fmt.Errorf("http destination: signing secret: %w", err)
 		}
@@ -93,7 +104,8 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		client = http.Client{Transport: newTransport(cfg.Timeout, cfg.Concurrency), Timeout: cfg.Timeout}
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &HTTP{cfg: cfg, url: cfg.URL, timeout: cfg.Timeout, secret: cfg.SigningSecret, ua: cfg.UserAgent, client: &client}, nil
+	return &HTTP{cfg: cfg, url: cfg.URL, timeout: cfg.Timeout, secret: cfg.SigningSecret, signAs: cfg.SignAs,
+		ua: cfg.UserAgent, client: &client}, nil
 }
 
 func newTransport(timeout time.Duration, slots int) *http.Transport {
@@ -144,6 +156,22 @@ func (h *HTTP) Deliver(ctx context.Context, job *hookwarden.Job) Result {
 	hdr.Set("Hookwarden-Event-Id", job.EventID)
 	hdr.Set("Hookwarden-Event-Type", job.EventType)
 	hdr.Set("Hookwarden-Attempt", strconv.Itoa(job.Attempt))
+	target := h.url
+	if h.signAs != "" {
+		// The attempt's time: a tolerance check passes however long the
+		// event waited.
+		sh, u, err := signAs(h.signAs, h.secret, h.url, job, time.Now())
+		if err != nil {
+			// The same body fails the same way on every attempt.
+			res.Class = Permanent
+			res.Err = fmt.Errorf("sign request as %s: %w", h.signAs, err)
+			return res
+		}
+		for name, vs := range sh {
+			hdr[name] = vs
+		}
+		target = u
+	}
 	for name, vs := range hdr {
 		if !validHeaderValue(vs[0]) {
 			// It would fail the same way on every attempt.
@@ -152,7 +180,7 @@ func (h *HTTP) Deliver(ctx context.Context, job *hookwarden.Job) Result {
 			return res
 		}
 	}
-	if h.secret != "" {
+	if h.secret != "" && h.signAs == "" {
 		ts := time.Now()
 		sig, err := signature.SignStandard(h.secret, key, ts, job.Body)
 		if err != nil {
@@ -166,7 +194,7 @@ func (h *HTTP) Deliver(ctx context.Context, job *hookwarden.Job) Result {
 
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(job.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(job.Body))
 	if err != nil {
 		res.Err = fmt.Errorf("build request: %w", err)
 		return res

@@ -409,7 +409,7 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 					}
 				}
 				h, err := worker.NewHTTP(worker.HTTPConfig{URL: d.URL, Timeout: d.Timeout.D(), SigningSecret: secret,
-					UserAgent: "hookwarden/" + versionString(), Concurrency: d.Concurrency})
+					SignAs: d.SignAs, UserAgent: "hookwarden/" + versionString(), Concurrency: d.Concurrency})
 				if err != nil {
 					return nil, nil, closers, fmt.Errorf("%s: %w", dp, err)
 				}

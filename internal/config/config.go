@@ -268,10 +268,14 @@ type Destination struct {
 	Workdir       string            `mapstructure:"workdir"`
 	Timeout       Duration          `mapstructure:"timeout"`
 	SigningSecret Secret            `mapstructure:"signing_secret"`
-	MaxAttempts   int               `mapstructure:"max_attempts"`
-	Backoff       Backoff           `mapstructure:"backoff"`
-	Concurrency   int               `mapstructure:"concurrency"`
-	Types         []string          `mapstructure:"types"`
+	// SignAs signs deliveries in that provider's own format (a preset name,
+	// or svix) with SigningSecret as the provider's secret, instead of
+	// Standard Webhooks. Empty: Standard Webhooks when SigningSecret is set.
+	SignAs      string   `mapstructure:"sign_as"`
+	MaxAttempts int      `mapstructure:"max_attempts"`
+	Backoff     Backoff  `mapstructure:"backoff"`
+	Concurrency int      `mapstructure:"concurrency"`
+	Types       []string `mapstructure:"types"`
 	// Filter is a CEL expression over event, headers and body; a job is
 	// created only where it is true (besides Types). Empty: every event.
 	Filter string `mapstructure:"filter"`
@@ -761,10 +765,14 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 		case d.Command[0] == "":
 			add(dp+".command", "the program (first element) is empty")
 		}
+		standard := d.SignAs == "" || d.SignAs == "standard" || d.SignAs == "svix"
+		if d.SignAs != "" {
+			checkSignAs(s, d, dp, add, warn)
+		}
 		if d.SigningSecret != "" {
 			if v, err := d.SigningSecret.Resolve(); err != nil {
 				add(dp+".signing_secret", "%v", err)
-			} else if !strings.HasPrefix(v, "whsec_") {
+			} else if standard && !strings.HasPrefix(v, "whsec_") {
 				warn(dp+".signing_secret", "not a whsec_<base64> secret: it is used as raw bytes, which Standard Webhooks "+
 					"libraries only accept through their raw-key constructors")
 			}
@@ -802,6 +810,33 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 		if d.PauseAfter < 0 {
 			add(dp+".pause_after", "must be 0 (never) or more")
 		}
+	}
+}
+
+// checkSignAs refuses a sign_as that cannot work: a command destination, a
+// scheme whose signature a shared secret cannot make (or that signs
+// nothing), no signing_secret, or a secret the scheme cannot use.
+func checkSignAs(s *Source, d Destination, dp string, add, warn func(string, string, ...any)) {
+	if d.URL == "" {
+		add(dp+".sign_as", "only for url destinations: a command gets no signature")
+		return
+	}
+	if err := worker.SignAsRefusal(d.SignAs); err != nil {
+		add(dp+".sign_as", "%v", err)
+		return
+	}
+	if d.SigningSecret == "" {
+		add(dp+".sign_as", "needs signing_secret: the %s secret the app verifies with", d.SignAs)
+		return
+	}
+	if v, err := d.SigningSecret.Resolve(); err == nil { // else reported under signing_secret
+		if err := worker.CheckSignAs(d.SignAs, v); err != nil {
+			add(dp+".signing_secret", "%v", err)
+		}
+	}
+	if p, ok := signature.PresetFor(s.Scheme); ok && p.Batch {
+		warn(dp+".sign_as", "scheme %s splits a request into its events: each delivery is one event's bytes, "+
+			"signed as %s, not the provider's whole request", s.Scheme, d.SignAs)
 	}
 }
 

@@ -264,3 +264,51 @@ func TestValidNameAsThePattern(t *testing.T) {
 		}
 	}
 }
+
+// TestSignAsKey: sign_as is refused, under its key path and with the
+// reason, for a scheme whose signature a shared secret cannot make or that
+// signs nothing, without signing_secret, on a command destination, and with
+// a secret the scheme cannot use; a good one passes, without the whsec_
+// warning that is only for Standard Webhooks.
+func TestSignAsKey(t *testing.T) {
+	dest := func(name, signAs, secret string) Destination {
+		return Destination{Name: name, URL: "http://127.0.0.1:1/", SignAs: signAs, SigningSecret: Secret(secret)}
+	}
+	c := Config{Sources: []Source{{Name: "s", Scheme: "none", AllowUnsigned: true, Destinations: []Destination{
+		dest("ok", "stripe", "whsec_plain_stripe_secret"),
+		dest("asym", "sendgrid", "x"),
+		dest("body", "mailgun", "x"),
+		dest("nothing", "postmark", "x"),
+		dest("nosecret", "github", ""),
+		dest("badsecret", "telegram", "not a token"),
+		{Name: "cmd", Command: []string{"/bin/true"}, SignAs: "stripe", SigningSecret: "x"},
+		dest("unknown", "stripee", "x"),
+	}}}}
+	c.ApplyDefaults()
+	got := map[string]string{}
+	for _, p := range c.Validate() {
+		got[p.Path] += p.Message
+	}
+	want := map[string]string{
+		"sources[0].destinations[1].sign_as":        "only SendGrid holds the private key",
+		"sources[0].destinations[2].sign_as":        "inside the body",
+		"sources[0].destinations[3].sign_as":        "signs nothing",
+		"sources[0].destinations[4].sign_as":        "needs signing_secret",
+		"sources[0].destinations[5].signing_secret": "Telegram",
+		"sources[0].destinations[6].sign_as":        "only for url destinations",
+		"sources[0].destinations[7].sign_as":        "want one of",
+	}
+	for path, msg := range want {
+		if !strings.Contains(got[path], msg) {
+			t.Errorf("%s: %q, want it to say %q", path, got[path], msg)
+		}
+	}
+	for path, msg := range got {
+		if strings.HasPrefix(path, "sources[0].destinations[0]") {
+			t.Errorf("a good sign_as: %s: %s", path, msg)
+		}
+		if strings.Contains(msg, "not a token") {
+			t.Errorf("%s echoes the secret: %s", path, msg)
+		}
+	}
+}
