@@ -89,6 +89,17 @@ func For(scheme string) Splitter {
 	return nil
 }
 
+// Several reports whether one request of the scheme can carry several
+// events, each delivered as an envelope of its own (the other splitters cut
+// out the one event a request carries).
+func Several(scheme string) bool {
+	switch scheme {
+	case "meta", "line", "x", "graph", "sendgrid":
+		return true
+	}
+	return false
+}
+
 // Derive is the claim key of an event without an id.
 func Derive(own []byte) string {
 	sum := sha256.Sum256(own)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookwarden/hookwarden"
 	"github.com/hookwarden/hookwarden/internal/backfill"
+	"github.com/hookwarden/hookwarden/internal/batch"
 	"github.com/hookwarden/hookwarden/internal/extract"
 	"github.com/hookwarden/hookwarden/internal/filter"
 	"github.com/hookwarden/hookwarden/internal/signature"
@@ -834,7 +835,7 @@ func checkSignAs(s *Source, d Destination, dp string, add, warn func(string, str
 			add(dp+".signing_secret", "%v", err)
 		}
 	}
-	if p, ok := signature.PresetFor(s.Scheme); ok && p.Batch {
+	if batch.Several(s.Scheme) {
 		warn(dp+".sign_as", "scheme %s splits a request into its events: each delivery is one event's bytes, "+
 			"signed as %s, not the provider's whole request", s.Scheme, d.SignAs)
 	}

@@ -311,4 +311,22 @@ func TestSignAsKey(t *testing.T) {
 			t.Errorf("%s echoes the secret: %s", path, msg)
 		}
 	}
+
+	// A platform that puts several events in one request delivers each as
+	// its own envelope: the signature is over that, and check says so.
+	m := Config{Sources: []Source{{Name: "wa", Scheme: "meta", Secrets: []Secret{"app-secret"},
+		Destinations: []Destination{dest("app", "meta", "app-secret")}}}}
+	m.ApplyDefaults()
+	var warned bool
+	for _, p := range m.Validate() {
+		if p.Path == "sources[0].destinations[0].sign_as" {
+			warned = p.Warning && strings.Contains(p.Message, "each delivery is one event's bytes")
+			if !p.Warning {
+				t.Errorf("sign_as on a batch platform: %s (an error, want a warning)", p.Message)
+			}
+		}
+	}
+	if !warned {
+		t.Error("sign_as: meta on a meta source: no warning that each delivery is one event's envelope")
+	}
 }
