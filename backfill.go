@@ -133,6 +133,9 @@ func GapsWithRecovery(ctx context.Context, s GapLog, opt GapOptions) (GapReport,
 	if err != nil {
 		return rep, err
 	}
+	if err := AddSequenceHoles(ctx, s, &rep, opt); err != nil {
+		return rep, err
+	}
 	if len(opt.Sources) == 0 {
 		return rep, nil
 	}

@@ -96,6 +96,9 @@ type Event struct {
 	// OrderKeys, when set, is parallel to Destinations: the event's
 	// order_by key at each ("" or absent: none, so not ordered there).
 	OrderKeys []string
+	// Seq is the event's value in its source's sequence (nil: none); the
+	// store keeps it with the claim, in the same transaction (sequence.go).
+	Seq *Seq
 }
 
 // OrderKey is the event's order_by key at Destinations[i], "" if none.

@@ -78,7 +78,7 @@ const leaseTestSQL = `LATERAL (SELECT CASE -- CASE, not AND: the reads only for 
 // event of the request's own body whose destinations are all plain (an
 // ordered destination's keyed job is written by keyedJobTx).
 func (rc *recording) freshable(ev *hookwarden.Event) bool {
-	if rc.release != nil || ev.Body != nil {
+	if rc.release != nil || ev.Body != nil || ev.Seq != nil { // a sequence value is merged by claim (sequence.go)
 		return false
 	}
 	for i, d := range ev.Destinations {

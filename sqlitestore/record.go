@@ -187,6 +187,11 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hook
 				return 0, false, false, false, fmt.Errorf("claim event: %w", err)
 			}
 			s.claims.claimed(source, ev.ID, ref)
+			if ev.Seq != nil {
+				if err := seqTx(ctx, tx, source, ev.Seq, at); err != nil {
+					return 0, false, false, false, err
+				}
+			}
 			return ref, true, false, false, nil
 		}
 		if err := tx.StmtContext(ctx, s.stmts.lookup).QueryRowContext(ctx, source, ev.ID).Scan(&ref, &sum); err != nil {
@@ -398,7 +403,8 @@ type recordOp struct {
 // (its origin is kept), takes singleTx. So does one with an order_by key:
 // its jobs are created in order (keyedJobTx).
 func (rc *recordOp) single() bool {
-	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil && !rc.r.Backfill && len(rc.r.Events[0].OrderKeys) == 0
+	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil && !rc.r.Backfill && len(rc.r.Events[0].OrderKeys) == 0 &&
+		rc.r.Events[0].Seq == nil // its value is merged in singleTx (sequence.go)
 }
 
 // manyLog bounds the multi-row statements: one of each size 1, 2, 4, ...,

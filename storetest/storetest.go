@@ -101,6 +101,8 @@ func Run(t *testing.T, h Harness) {
 		{"Gaps/CleanRestart", testGapsClean},
 		{"Gaps/LiveRun", testGapsLiveRun},
 		{"Gaps/Silences", testSilences},
+		{"Gaps/SequenceHoles", testSequenceHoles},
+		{"Gaps/SequenceConcurrent", testSequenceConcurrent},
 		{"ListEvents", testListEvents},
 		{"ListEvents/Filters", testListFilters},
 		{"Stats", testStats},
