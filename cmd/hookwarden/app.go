@@ -339,6 +339,9 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 		preset, _ := signature.PresetFor(s.Scheme)
 		rs := receiver.Source{Name: s.Name, Scheme: s.Scheme, Verifier: v,
 			EventID: idx, EventType: typ, Batch: preset.Batch, BodyReplayCheck: s.BodyReplayCheck()}
+		if rs.Marks, err = receiverMarks(&s, path); err != nil {
+			return nil, nil, closers, err
+		}
 		for j, d := range s.Destinations {
 			full := d.FullName(s.Name)
 			dp := fmt.Sprintf("%s.destinations[%d]", path, j)

@@ -137,15 +137,20 @@ type Log struct {
 
 // Source is one provider endpoint, served at POST /hooks/{name}.
 type Source struct {
-	Name          string        `mapstructure:"name"`
-	Scheme        string        `mapstructure:"scheme"`
-	Secrets       []Secret      `mapstructure:"secrets"`
-	Tolerance     Duration      `mapstructure:"tolerance"`
-	EventID       string        `mapstructure:"event_id"`
-	EventType     string        `mapstructure:"event_type"`
-	RetryHorizon  Duration      `mapstructure:"retry_horizon"`
-	RedriveWindow Duration      `mapstructure:"redrive_window"`
-	ExpectWithin  Duration      `mapstructure:"expect_within"`
+	Name          string   `mapstructure:"name"`
+	Scheme        string   `mapstructure:"scheme"`
+	Secrets       []Secret `mapstructure:"secrets"`
+	Tolerance     Duration `mapstructure:"tolerance"`
+	EventID       string   `mapstructure:"event_id"`
+	EventType     string   `mapstructure:"event_type"`
+	RetryHorizon  Duration `mapstructure:"retry_horizon"`
+	RedriveWindow Duration `mapstructure:"redrive_window"`
+	ExpectWithin  Duration `mapstructure:"expect_within"`
+	// Sequence, SequenceReset and EventTime: what the receipts say about
+	// what is missing (receipts.go; SPEC 12).
+	Sequence      string        `mapstructure:"sequence"`
+	SequenceReset int64         `mapstructure:"sequence_reset"`
+	EventTime     string        `mapstructure:"event_time"`
 	HMAC          HMAC          `mapstructure:"hmac"`
 	PublicURL     string        `mapstructure:"public_url"`     // twilio: the URL the provider calls
 	AllowUnsigned bool          `mapstructure:"allow_unsigned"` // required for scheme none
@@ -319,6 +324,8 @@ func (c *Config) ApplyDefaults() {
 			// every outage may lose events, and gaps says so.
 			setDur(&s.RetryHorizon, p.RetryHorizon)
 			setDur(&s.Tolerance, p.Tolerance)
+			setStr(&s.Sequence, p.Sequence)
+			setStr(&s.EventTime, p.EventTime)
 		} else if ok {
 			// Generic senders: their own id/type conventions, and a retry
 			// horizon we cannot know; 3 days is the common promise.
@@ -330,6 +337,9 @@ func (c *Config) ApplyDefaults() {
 		setStr(&s.EventType, "json:type")
 		setDur(&s.Tolerance, DefaultTolerance)
 		setDur(&s.RedriveWindow, DefaultRedrive)
+		if s.SequenceReset == 0 {
+			s.SequenceReset = hookwarden.DefaultSequenceReset
+		}
 		for j := range s.Destinations {
 			d := &s.Destinations[j]
 			if d.MaxAttempts == 0 {
@@ -633,6 +643,7 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 	if s.Backfill != nil {
 		c.validateBackfill(s, p+".backfill", add)
 	}
+	s.validateMarks(p, add)
 	if len(s.Destinations) == 0 {
 		warn(p+".destinations", "no destinations: events are recorded but delivered nowhere")
 	}

@@ -50,6 +50,7 @@ type Metrics struct {
 	retentionMarg *prometheus.GaugeVec
 	expectWithin  *prometheus.GaugeVec
 	backfill      *prometheus.CounterVec
+	lag           *prometheus.HistogramVec // lag.go
 
 	typesMu sync.Mutex
 	types   map[string]map[string]bool // source -> seen types
@@ -102,7 +103,8 @@ func New(log *slog.Logger) *Metrics {
 		Help: "The source's expect_within: silence longer than this is a gap (the absence alert's threshold)."}, []string{"source"})
 	m.backfill = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backfill_events_total",
 		Help: "Events a backfill handled, by outcome (recovered, already_claimed, requested, failed)."}, []string{"source", "outcome"})
-	for _, c := range []prometheus.Collector{m.backfill, m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.ack, m.lastAccepted,
+	m.lag = newLag()
+	for _, c := range []prometheus.Collector{m.lag, m.backfill, m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.ack, m.lastAccepted,
 		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg, m.expectWithin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+const tgToken = "tg_Secret-Token_0123"
+
+// tgSource is a Telegram source with only name, scheme, secrets and a
+// destination: the preset brings sequence: json:update_id and event_time.
+func tgSource(appURL string) string {
+	return fmt.Sprintf("  - name: tg\n    scheme: telegram\n    secrets: [%q]\n    destinations: [{ name: app, url: %q }]\n", tgToken, appURL)
+}
+
+// postUpdate sends Telegram update id (its message dated at) to the serve at hook.
+func postUpdate(t *testing.T, hook string, id int64, at time.Time) {
+	t.Helper()
+	body := fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"date":%d,"chat":{"id":1},"text":"hi"}}`, id, id%100000, at.Unix())
+	req, _ := http.NewRequest(http.MethodPost, "http://"+hook+"/hooks/tg", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Telegram-Bot-Api-Secret-Token", tgToken)
+	if got := do(t, req); got.Code != 200 || got.Status != "accepted" {
+		t.Fatalf("update %d: %+v, want 200 accepted", id, got)
+	}
+}
+
+type holeLine struct {
+	Kind    string `json:"kind"`
+	Source  string `json:"source"`
+	Epoch   int64  `json:"epoch"`
+	FromSeq int64  `json:"from_seq"`
+	ToSeq   int64  `json:"to_seq"`
+	Missing int64  `json:"missing"`
+	Between struct {
+		From, To time.Time
+	} `json:"between"`
+	State string `json:"state"`
+}
+
+// gapsHoles runs `hookwarden gaps --json` and returns its sequence holes.
+func gapsHoles(t *testing.T, cfg string) []holeLine {
+	t.Helper()
+	code, out, errOut := runBin(t, "gaps", "--json", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("gaps --json: exit %d\n%s", code, errOut)
+	}
+	var holes []holeLine
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var h holeLine
+		if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
+			t.Fatalf("gaps --json line %q: %v", sc.Text(), err)
+		}
+		if h.Kind == "sequence_hole" {
+			holes = append(holes, h)
+		}
+	}
+	return holes
+}
+
+func holesText(hs []holeLine) string {
+	var s []string
+	for _, h := range hs {
+		s = append(s, fmt.Sprintf("%s:%d:%d-%d:%d:%s", h.Source, h.Epoch, h.FromSeq, h.ToSeq, h.Missing, h.State))
+	}
+	return strings.Join(s, " ")
+}
+
+// Through the real binary: Telegram updates 1000, 1001, 1003, 1006 leave
+// two holes in gaps (--json, text and /api/gaps); 1002 arriving later
+// removes one; a reset to a random id starts an epoch, not a hole. Each
+// accepted update's lag lands in hookwarden_event_lag_seconds.
+func TestTelegramSequenceHoles(t *testing.T) {
+	app := newSink(t)
+	_, cfg, _, hook, adm := serveFiles(t, tgSource(app.URL))
+	startServe(t, cfg, hook, adm)
+	sent := time.Now().Add(-90 * time.Second)
+	for _, id := range []int64{1000, 1001, 1003, 1006} {
+		postUpdate(t, hook, id, sent)
+	}
+	if got := holesText(gapsHoles(t, cfg)); got != "tg:1:1002-1002:1:may_still_arrive tg:1:1004-1005:2:may_still_arrive" {
+		t.Fatalf("holes after 1000 1001 1003 1006: %q, want 1002 and 1004-1005", got)
+	}
+	_, text, _ := runBin(t, "gaps", "--config", cfg)
+	if !strings.Contains(text, "sequence holes") || !strings.Contains(text, "1004-1005") {
+		t.Fatalf("gaps text does not list the holes:\n%s", text)
+	}
+	resp, err := http.Get("http://" + adm + "/api/gaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var api struct {
+		Holes []holeLine `json:"sequence_holes"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&api)
+	resp.Body.Close()
+	if err != nil || len(api.Holes) != 2 || api.Holes[0].Kind != "sequence_hole" || api.Holes[1].Between.To.IsZero() {
+		t.Fatalf("/api/gaps sequence_holes: %+v %v, want the two holes", api.Holes, err)
+	}
+
+	postUpdate(t, hook, 1002, sent) // Telegram's retry of the missing update
+	if got := holesText(gapsHoles(t, cfg)); got != "tg:1:1004-1005:2:may_still_arrive" {
+		t.Fatalf("holes after 1002 arrived: %q, want 1004-1005 alone", got)
+	}
+	// A week without updates: the bot's ids start again at a random value.
+	base := 10_000_000 + rand.Int64N(1_000_000_000)
+	postUpdate(t, hook, base, sent)
+	postUpdate(t, hook, base+1, sent)
+	if got := holesText(gapsHoles(t, cfg)); got != "tg:1:1004-1005:2:may_still_arrive" {
+		t.Fatalf("holes after a reset to %d: %q, want no hole across it", base, got)
+	}
+	postUpdate(t, hook, base+3, sent)
+	want := fmt.Sprintf("tg:1:1004-1005:2:may_still_arrive tg:2:%d-%d:1:may_still_arrive", base+2, base+2)
+	if got := holesText(gapsHoles(t, cfg)); got != want {
+		t.Fatalf("holes in the new epoch: %q, want %q", got, want)
+	}
+	if n := scrape(t, adm, `hookwarden_event_lag_seconds_count{source="tg"}`); n != 8 {
+		t.Errorf("event lag observations: %v, want 8 (one per accepted update)", n)
+	}
+	if n := scrape(t, adm, `hookwarden_event_lag_seconds_bucket{le="60",source="tg"}`); n != 0 {
+		t.Errorf("lags under a minute: %v, want 0 (every message was dated 90 s before)", n)
+	}
+}
