@@ -137,20 +137,15 @@ type Log struct {
 
 // Source is one provider endpoint, served at POST /hooks/{name}.
 type Source struct {
-	Name          string   `mapstructure:"name"`
-	Scheme        string   `mapstructure:"scheme"`
-	Secrets       []Secret `mapstructure:"secrets"`
-	Tolerance     Duration `mapstructure:"tolerance"`
-	EventID       string   `mapstructure:"event_id"`
-	EventType     string   `mapstructure:"event_type"`
-	RetryHorizon  Duration `mapstructure:"retry_horizon"`
-	RedriveWindow Duration `mapstructure:"redrive_window"`
-	ExpectWithin  Duration `mapstructure:"expect_within"`
-	// Sequence, SequenceReset and EventTime: what the receipts say about
-	// what is missing (receipts.go; SPEC 12).
-	Sequence      string        `mapstructure:"sequence"`
-	SequenceReset int64         `mapstructure:"sequence_reset"`
-	EventTime     string        `mapstructure:"event_time"`
+	Name          string        `mapstructure:"name"`
+	Scheme        string        `mapstructure:"scheme"`
+	Secrets       []Secret      `mapstructure:"secrets"`
+	Tolerance     Duration      `mapstructure:"tolerance"`
+	EventID       string        `mapstructure:"event_id"`
+	EventType     string        `mapstructure:"event_type"`
+	RetryHorizon  Duration      `mapstructure:"retry_horizon"`
+	RedriveWindow Duration      `mapstructure:"redrive_window"`
+	ExpectWithin  Duration      `mapstructure:"expect_within"`
 	HMAC          HMAC          `mapstructure:"hmac"`
 	PublicURL     string        `mapstructure:"public_url"`     // twilio: the URL the provider calls
 	AllowUnsigned bool          `mapstructure:"allow_unsigned"` // required for scheme none
@@ -158,6 +153,12 @@ type Source struct {
 	// Backfill recovers outages from the provider's API (docs/backfill.md);
 	// nil: not configured.
 	Backfill *Backfill `mapstructure:"backfill"`
+
+	// Sequence, SequenceReset and EventTime: what the receipts say about
+	// what is missing (receipts.go; SPEC 12).
+	Sequence      string `mapstructure:"sequence"`
+	SequenceReset int64  `mapstructure:"sequence_reset"`
+	EventTime     string `mapstructure:"event_time"`
 }
 
 // Backfill configures the recovery of outages from a provider's API, by
