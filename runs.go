@@ -21,6 +21,8 @@ type SourcePolicy struct {
 	Backfill BackfillPolicy
 	// Sequence: the source has sequence: (its holes are listed).
 	Sequence bool
+	// EventTime: the source has event_time: (late arrivals are counted).
+	EventTime bool
 	// KeepClaims is how long claims are kept (retention.claims): holes
 	// older than this are no longer listed (0: no limit).
 	KeepClaims time.Duration

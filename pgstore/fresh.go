@@ -78,7 +78,8 @@ const leaseTestSQL = `LATERAL (SELECT CASE -- CASE, not AND: the reads only for 
 // event of the request's own body whose destinations are all plain (an
 // ordered destination's keyed job is written by keyedJobTx).
 func (rc *recording) freshable(ev *hookwarden.Event) bool {
-	if rc.release != nil || ev.Body != nil || ev.Seq != nil { // a sequence value is merged by claim (sequence.go)
+	// A sequence value or a late arrival is kept by claim (sequence.go).
+	if rc.release != nil || ev.Body != nil || ev.Seq != nil || hookwarden.Late(ev, rc.r.Backfill, rc.s.since()) {
 		return false
 	}
 	for i, d := range ev.Destinations {

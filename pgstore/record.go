@@ -186,6 +186,9 @@ func (rc *recording) claim(ctx context.Context, ev *hookwarden.Event) (ref int64
 				return 0, false, false, false, err
 			}
 		}
+		if err := rc.late(ctx, ev); err != nil {
+			return 0, false, false, false, err
+		}
 		return ref, true, false, false, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {

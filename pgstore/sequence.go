@@ -122,3 +122,47 @@ func (s *Store) SequenceRanges(ctx context.Context, source string) ([]hookwarden
 	}
 	return out, nil
 }
+
+// since is when this process's run began (zero: none).
+func (s *Store) since() time.Time {
+	if n := s.runStart.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// late keeps a newly claimed event timed before this run began
+// (hookwarden.Late; schema 15).
+func (rc *recording) late(ctx context.Context, ev *hookwarden.Event) error {
+	if !hookwarden.Late(ev, rc.r.Backfill, rc.s.since()) {
+		return nil
+	}
+	lag := rc.at.Sub(ev.EventTime)
+	if _, err := rc.tx.Exec(ctx, `INSERT INTO late_events (source, event_at, received_at, lag) VALUES ($1, $2, $3, $4)`,
+		rc.r.Source, ev.EventTime, rc.at, lag.Seconds()); err != nil {
+		return fmt.Errorf("record late arrival: %w", err)
+	}
+	return nil
+}
+
+// LateArrivals counts the source's events timed in [from, to] that arrived
+// after to (hookwarden.LateLog): a range of late_events_time.
+func (s *Store) LateArrivals(ctx context.Context, source string, from, to time.Time) (hookwarden.LateCount, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var c hookwarden.LateCount
+	var last *time.Time
+	var lag *float64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), max(received_at), max(lag) FROM late_events
+		WHERE source = $1 AND event_at >= $2 AND event_at <= $3 AND received_at > $3`, source, from, to).
+		Scan(&c.N, &last, &lag); err != nil {
+		return c, fmt.Errorf("late arrivals of %s: %w", source, err)
+	}
+	if last != nil {
+		c.Last = last.UTC()
+	}
+	if lag != nil {
+		c.Max = time.Duration(*lag * float64(time.Second))
+	}
+	return c, nil
+}

@@ -132,3 +132,50 @@ func (s *Store) SequenceRanges(ctx context.Context, source string) ([]hookwarden
 	}
 	return out, nil
 }
+
+// since is when this process's run began (zero: none).
+func (s *Store) since() time.Time {
+	if n := s.runStart.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// lateTx keeps a newly claimed event timed before this run began
+// (hookwarden.Late; schema 20).
+func lateTx(ctx context.Context, tx *sql.Tx, source string, ev *hookwarden.Event, at string) error {
+	rt, err := parseTime(at)
+	if err != nil {
+		return err
+	}
+	lag := rt.Sub(ev.EventTime)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO late_events (source, event_at, received_at, lag) VALUES (?, ?, ?, ?)`,
+		source, fmtTime(ev.EventTime), at, lag.Seconds()); err != nil {
+		return fmt.Errorf("record late arrival: %w", err)
+	}
+	return nil
+}
+
+// LateArrivals counts the source's events timed in [from, to] that arrived
+// after to (hookwarden.LateLog): a range of late_events_time.
+func (s *Store) LateArrivals(ctx context.Context, source string, from, to time.Time) (hookwarden.LateCount, error) {
+	var c hookwarden.LateCount
+	var have bool
+	if err := s.rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'late_events')`).
+		Scan(&have); err != nil || !have {
+		return c, err
+	}
+	var last sql.NullString
+	var lag sql.NullFloat64
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*), max(received_at), max(lag) FROM late_events
+		WHERE source = ? AND event_at >= ? AND event_at <= ?3 AND received_at > ?3`, source, fmtTime(from), fmtTime(to)).
+		Scan(&c.N, &last, &lag); err != nil {
+		return c, fmt.Errorf("late arrivals of %s: %w", source, err)
+	}
+	t, err := parseNullTime(last)
+	if err != nil {
+		return c, err
+	}
+	c.Last, c.Max = t, time.Duration(lag.Float64*float64(time.Second))
+	return c, nil
+}

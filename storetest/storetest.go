@@ -103,6 +103,7 @@ func Run(t *testing.T, h Harness) {
 		{"Gaps/Silences", testSilences},
 		{"Gaps/SequenceHoles", testSequenceHoles},
 		{"Gaps/SequenceConcurrent", testSequenceConcurrent},
+		{"Gaps/LateArrivals", testLateArrivals},
 		{"ListEvents", testListEvents},
 		{"ListEvents/Filters", testListFilters},
 		{"Stats", testStats},

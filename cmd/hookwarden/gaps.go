@@ -29,6 +29,9 @@ func sourcePolicies(cfg *config.Config) []hookwarden.SourcePolicy {
 	for _, s := range cfg.Sources {
 		p := hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon.D(), ExpectWithin: s.ExpectWithin.D(),
 			Sequence: s.SequenceSpec() != "", KeepClaims: cfg.Retention.Claims.D()}
+		if et, _ := s.EventTimeSpec(); et != "" {
+			p.EventTime = true
+		}
 		if s.Backfill != nil {
 			p.Backfill = hookwarden.BackfillPolicy{Method: config.BackfillMethod(s.Scheme), History: config.BackfillHistory(s.Scheme)}
 		}
@@ -142,6 +145,7 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 		}
 		tw.Flush()
 		printRecovery(w, rep)
+		printLate(w, rep)
 		if rep.Outages[len(rep.Outages)-1].Open {
 			fmt.Fprintln(w, "the last window is open: no serve has run on this file since (or this file is a copy)")
 		}

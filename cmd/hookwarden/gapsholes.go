@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -41,5 +42,31 @@ func printHoles(w io.Writer, rep hookwarden.GapReport) {
 	tw.Flush()
 	if lost {
 		fmt.Fprintln(w, "a lost hole is events the platform will not send again: tell the users who wrote between those times")
+	}
+}
+
+// printLate says, per outage window and source with an event_time, what
+// the platform's retries brought from inside the window.
+func printLate(w io.Writer, rep hookwarden.GapReport) {
+	head := false
+	for _, o := range rep.Outages {
+		for _, r := range o.Sources {
+			if r.RecoveredByRetries == nil {
+				continue
+			}
+			if !head {
+				fmt.Fprintln(w, "\nlate arrivals (events timed inside a window that arrived after it):")
+				head = true
+			}
+			n := *r.RecoveredByRetries
+			switch {
+			case n == 0:
+				fmt.Fprintf(w, "  %s, %s: no event from inside this window has arrived: for a platform that retries, tell the affected users\n",
+					fmtUTC(o.Start), r.Source)
+			default:
+				fmt.Fprintf(w, "  %s, %s: %s from inside this window arrived later (platform retries), the last at %s (lag up to %s); none since\n",
+					fmtUTC(o.Start), r.Source, plural(int(n), "event", "events"), fmtUTC(*r.LastLateArrival), fmtDur(time.Duration(*r.MaxLag*float64(time.Second))))
+			}
+		}
 	}
 }

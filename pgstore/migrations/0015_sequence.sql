@@ -25,3 +25,15 @@ CREATE TABLE seq_ranges (
     hi_at  timestamptz NOT NULL, -- when the value hi was received
     PRIMARY KEY (source, epoch, lo)
 );
+-- Late arrivals: the events that arrived at least hookwarden.LateMin after
+-- their own time (event_time), received live (not by a backfill). Live
+-- traffic writes nothing here; after an outage the platform's retries do,
+-- and gaps counts those timed inside the window with a range of
+-- late_events_time.
+CREATE TABLE late_events (
+    source      text             NOT NULL,
+    event_at    timestamptz      NOT NULL,
+    received_at timestamptz      NOT NULL,
+    lag         double precision NOT NULL -- seconds
+);
+CREATE INDEX late_events_time ON late_events (source, event_at);

@@ -26,3 +26,15 @@ CREATE TABLE seq_ranges (
     hi_at  TEXT    NOT NULL, -- when the value hi was received
     PRIMARY KEY (source, epoch, lo)
 ) STRICT, WITHOUT ROWID;
+-- Late arrivals: the events that arrived at least hookwarden.LateMin after
+-- their own time (event_time), received live (not by a backfill). Live
+-- traffic writes nothing here; after an outage, the platform's retries do,
+-- and gaps counts those whose time lies inside the window with a range of
+-- late_events_time.
+CREATE TABLE late_events (
+    source      TEXT NOT NULL,
+    event_at    TEXT NOT NULL, -- the event's own time
+    received_at TEXT NOT NULL,
+    lag         REAL NOT NULL  -- seconds
+) STRICT;
+CREATE INDEX late_events_time ON late_events (source, event_at);
