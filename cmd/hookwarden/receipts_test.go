@@ -128,3 +128,106 @@ func TestTelegramSequenceHoles(t *testing.T) {
 		t.Errorf("lags under a minute: %v, want 0 (every message was dated 90 s before)", n)
 	}
 }
+
+// postTimed sends Telegram update id whose own time (json:at, RFC 3339) is at.
+func postTimed(t *testing.T, hook, source string, id int64, at time.Time) {
+	t.Helper()
+	body := fmt.Sprintf(`{"update_id":%d,"at":%q,"message":{"message_id":%d,"chat":{"id":1},"text":"hi"}}`, id, at.Format(time.RFC3339Nano), id)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+hook+"/hooks/"+source, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Telegram-Bot-Api-Secret-Token", tgToken)
+	if got := do(t, req); got.Code != 200 || got.Status != "accepted" {
+		t.Fatalf("update %d: %+v, want 200 accepted", id, got)
+	}
+}
+
+type outageLine struct {
+	Kind    string    `json:"kind"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Crash   bool      `json:"crash"`
+	Sources []struct {
+		Source             string     `json:"source"`
+		Recovery           string     `json:"recovery"`
+		RecoveredByRetries *int64     `json:"recovered_by_retries"`
+		LastLateArrival    *time.Time `json:"last_late_arrival"`
+		MaxLag             *float64   `json:"max_lag"`
+	} `json:"sources"`
+}
+
+func gapsOutages(t *testing.T, cfg string) []outageLine {
+	t.Helper()
+	code, out, errOut := runBin(t, "gaps", "--json", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("gaps --json: exit %d\n%s", code, errOut)
+	}
+	var os []outageLine
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var o outageLine
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatalf("gaps --json line %q: %v", line, err)
+		}
+		if o.Kind == "outage" {
+			os = append(os, o)
+		}
+	}
+	return os
+}
+
+// Through the real binary: serve is killed (kill -9) and started again;
+// the platform's retries then bring events timed inside the window. gaps
+// counts them on the window (recovered_by_retries, the last arrival, the
+// longest lag) and says so in a sentence; for a source from which nothing
+// timed inside the window came, it says to tell the affected users. A
+// live event after the restart is not counted.
+func TestLateArrivalsAfterKill(t *testing.T) {
+	app := newSink(t)
+	extra := tgSource(app.URL) + "    event_time: json:at\n" +
+		fmt.Sprintf("  - name: quiet\n    scheme: telegram\n    secrets: [%q]\n    event_time: json:at\n    destinations: [{ name: app, url: %q }]\n",
+			tgToken, app.URL)
+	_, cfg, _, hook, adm := serveFiles(t, extra)
+	p := startServe(t, cfg, hook, adm)
+	postTimed(t, hook, "tg", 1000, time.Now())
+	postTimed(t, hook, "quiet", 1, time.Now())
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.waitExit(10 * time.Second)
+	startServe(t, cfg, hook, adm)
+	os := gapsOutages(t, cfg)
+	if len(os) != 1 || !os[0].Crash || os[0].End.IsZero() {
+		t.Fatalf("outages after kill -9 and a restart: %+v, want one crash window", os)
+	}
+	w := os[0]
+	inside := w.Start.Add(w.End.Sub(w.Start) / 2)
+	for id := int64(1001); id <= 1003; id++ { // Telegram's retries of what it sent meanwhile
+		postTimed(t, hook, "tg", id, inside)
+	}
+	postTimed(t, hook, "tg", 1004, time.Now()) // live
+	os = gapsOutages(t, cfg)
+	var tg, quiet *int64
+	var last *time.Time
+	for _, s := range os[0].Sources {
+		switch s.Source {
+		case "tg":
+			tg, last = s.RecoveredByRetries, s.LastLateArrival
+		case "quiet":
+			quiet = s.RecoveredByRetries
+		case "std":
+			if s.RecoveredByRetries != nil {
+				t.Errorf("std has no event_time but recovered_by_retries %d", *s.RecoveredByRetries)
+			}
+		}
+	}
+	if tg == nil || *tg != 3 || last == nil || last.Before(w.End) || quiet == nil || *quiet != 0 {
+		t.Fatalf("window %+v: tg recovered %v (last %v), quiet %v; want 3 after the window's end, and 0", os[0], tg, last, quiet)
+	}
+	_, text, _ := runBin(t, "gaps", "--config", cfg)
+	t.Logf("gaps:\n%s", text)
+	for _, want := range []string{"tg: 3 events from inside this window arrived later (platform retries), the last at ",
+		"quiet: no event from inside this window has arrived: for a platform that retries, tell the affected users"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("gaps text lacks %q:\n%s", want, text)
+		}
+	}
+}
