@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +230,63 @@ func TestLateArrivalsAfterKill(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("gaps text lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// Through the real binary: `backfill tg --status` reads getWebhookInfo from
+// a fake Bot API on loopback (backfill.api_key is the bot token) and shows
+// the updates Telegram still holds and its last delivery error; --json has
+// the fields; a token Telegram refuses exits 2 naming the key's path; a
+// plain backfill of telegram is refused, there is no history.
+func TestBackfillTelegramStatus(t *testing.T) {
+	const bot = "4242:fake-bot-token"
+	errAt := time.Now().Add(-3 * time.Minute).Truncate(time.Second)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/bot"+bot+"/getWebhookInfo" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"ok":false,"error_code":401,"description":"Unauthorized"}`)
+			return
+		}
+		fmt.Fprintf(w, `{"ok":true,"result":{"url":"https://bot.example.com/hooks/tg","has_custom_certificate":false,"pending_update_count":12,`+
+			`"last_error_date":%d,"last_error_message":"Wrong response from the webhook: 503 Service Unavailable","max_connections":40}}`, errAt.Unix())
+	}))
+	t.Cleanup(srv.Close)
+	api := srv.URL
+	app := newSink(t)
+	src := func(token string) string {
+		return tgSource(app.URL) + fmt.Sprintf("    backfill: { api_key: %q, api_base: %q }\n", token, api)
+	}
+	_, cfg, _, _, _ := serveFiles(t, src(bot))
+	code, out, errOut := runBin(t, "backfill", "tg", "--status", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("backfill --status: exit %d\n%s", code, errOut)
+	}
+	t.Logf("backfill tg --status:\n%s", out)
+	for _, want := range []string{"pending updates", "12", "Wrong response from the webhook: 503 Service Unavailable", fmtUTC(errAt)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out+errOut, bot) {
+		t.Errorf("the bot token is printed:\n%s%s", out, errOut)
+	}
+	code, out, _ = runBin(t, "backfill", "tg", "--status", "--json", "--config", cfg)
+	var st struct {
+		Source           string    `json:"source"`
+		Pending          int64     `json:"pending_update_count"`
+		LastErrorDate    time.Time `json:"last_error_date"`
+		LastErrorMessage string    `json:"last_error_message"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Source != "tg" || st.Pending != 12 || !st.LastErrorDate.Equal(errAt) {
+		t.Fatalf("--json: exit %d %v %+v\n%s", code, err, st, out)
+	}
+	code, _, errOut = runBin(t, "backfill", "tg", "--config", cfg)
+	if code != 2 || !strings.Contains(errOut, "keeps no history") {
+		t.Errorf("backfill of telegram: exit %d %s, want 2 saying it keeps no history", code, errOut)
+	}
+	_, cfg2, _, _, _ := serveFiles(t, src("4242:revoked"))
+	code, _, errOut = runBin(t, "backfill", "tg", "--status", "--config", cfg2)
+	if code != 2 || !strings.Contains(errOut, "sources[1].backfill.api_key") || strings.Contains(errOut, "revoked") {
+		t.Errorf("refused token: exit %d %s, want 2 naming sources[1].backfill.api_key without the token", code, errOut)
 	}
 }

@@ -199,6 +199,9 @@ func BackfillHistory(scheme string) time.Duration {
 // (stripe, paddle), "redeliver" where the provider sends them again
 // (github, standard).
 func BackfillMethod(scheme string) string {
+	if scheme == "telegram" {
+		return "" // no history: backfill --status only (receipts.go)
+	}
 	if scheme == "stripe" || scheme == "paddle" {
 		return "list"
 	}
@@ -719,6 +722,10 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 // again after its claim was pruned would be delivered twice.
 func (c *Config) validateBackfill(s *Source, p string, add func(string, string, ...any)) {
 	b := s.Backfill
+	if s.Scheme == "telegram" {
+		validateStatusOnly(s, p, add)
+		return
+	}
 	if !slices.Contains(BackfillSchemes, s.Scheme) {
 		add(p, "scheme %s has no history to backfill from: backfill is for %s", s.Scheme, strings.Join(BackfillSchemes, ", "))
 		return

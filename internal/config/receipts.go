@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 
+	"github.com/hookwarden/hookwarden/internal/backfill"
 	"github.com/hookwarden/hookwarden/internal/extract"
 )
 
@@ -62,4 +63,25 @@ func (s *Source) keyValue(key string) string {
 		return s.Sequence
 	}
 	return s.EventTime
+}
+
+// validateStatusOnly checks the backfill: of a platform that keeps no
+// history but reports its own view (telegram: getWebhookInfo, read by
+// `backfill SOURCE --status`): api_key (the bot token) and api_base only.
+func validateStatusOnly(s *Source, p string, add func(string, string, ...any)) {
+	b := s.Backfill
+	if b.APIKey == "" {
+		add(p+".api_key", "required: the bot token, which getWebhookInfo needs (a secret reference such as env:NAME)")
+	} else if _, err := b.APIKey.Resolve(); err != nil {
+		add(p+".api_key", "%v", err)
+	}
+	if b.APIBase != "" {
+		if err := backfill.CheckAPIBase(b.APIBase); err != nil {
+			add(p+".api_base", "%v", err)
+		}
+	}
+	if b.Auto || b.Hook != "" || b.App != "" || b.Endpoint != "" || len(b.Types) > 0 || b.APIVersion != "" {
+		add(p, "scheme %s keeps no history to recover from: its backfill: takes only api_key and api_base (backfill %s --status)",
+			s.Scheme, s.Name)
+	}
 }
