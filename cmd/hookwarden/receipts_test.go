@@ -180,7 +180,8 @@ func gapsOutages(t *testing.T, cfg string) []outageLine {
 // counts them on the window (recovered_by_retries, the last arrival, the
 // longest lag) and says so in a sentence; for a source from which nothing
 // timed inside the window came, it says to tell the affected users. A
-// live event after the restart is not counted.
+// live event after the restart is not counted; the update that never came
+// is a sequence hole beside the window.
 func TestLateArrivalsAfterKill(t *testing.T) {
 	app := newSink(t)
 	extra := tgSource(app.URL) + "    event_time: json:at\n" +
@@ -201,10 +202,10 @@ func TestLateArrivalsAfterKill(t *testing.T) {
 	}
 	w := os[0]
 	inside := w.Start.Add(w.End.Sub(w.Start) / 2)
-	for id := int64(1001); id <= 1003; id++ { // Telegram's retries of what it sent meanwhile
+	for _, id := range []int64{1001, 1002, 1004} { // Telegram's retries of what it sent meanwhile; 1003 is missing
 		postTimed(t, hook, "tg", id, inside)
 	}
-	postTimed(t, hook, "tg", 1004, time.Now()) // live
+	postTimed(t, hook, "tg", 1005, time.Now()) // live
 	os = gapsOutages(t, cfg)
 	var tg, quiet *int64
 	var last *time.Time
@@ -226,7 +227,8 @@ func TestLateArrivalsAfterKill(t *testing.T) {
 	_, text, _ := runBin(t, "gaps", "--config", cfg)
 	t.Logf("gaps:\n%s", text)
 	for _, want := range []string{"tg: 3 events from inside this window arrived later (platform retries), the last at ",
-		"quiet: no event from inside this window has arrived: for a platform that retries, tell the affected users"} {
+		"quiet: no event from inside this window has arrived: for a platform that retries, tell the affected users",
+		"sequence holes", "tg      1        1003"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("gaps text lacks %q:\n%s", want, text)
 		}
