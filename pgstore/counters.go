@@ -154,6 +154,10 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 				return fmt.Errorf("prune %s: %w", table, err)
 			}
 		}
+		// Late arrivals go with the claims too (sequence.go): a small table.
+		if _, err := tx.Exec(ctx, `DELETE FROM late_events WHERE received_at < $1`, res.ClaimCutoff); err != nil {
+			return fmt.Errorf("prune late_events: %w", err)
+		}
 		return nil
 	})
 }

@@ -59,6 +59,12 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 			return fmt.Errorf("prune %s: %w", table, err)
 		}
 	}
+	// Late arrivals go with the claims too (sequence.go): a small table.
+	cut := fmtTime(res.ClaimCutoff)
+	if err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM late_events WHERE received_at < ?)`,
+		`DELETE FROM late_events WHERE received_at < ?`, cut); err != nil {
+		return fmt.Errorf("prune late_events: %w", err)
+	}
 	return nil
 }
 

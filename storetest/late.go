@@ -26,7 +26,7 @@ func testLateArrivals(t *testing.T, h Harness) {
 	start := f.clock.Now()
 	f.clock.Add(time.Hour) // run1 died: an hour's outage
 	end := f.clock.Now()
-	f.startRun()
+	run2 := f.startRun()
 	opt := hookwarden.GapOptions{Stale: 24 * time.Hour, Sources: []hookwarden.SourcePolicy{{Name: "st", RetryHorizon: 72 * time.Hour, EventTime: true},
 		{Name: "plain", RetryHorizon: 72 * time.Hour}}}
 	entry := func() (st, plain hookwarden.SourceRecovery) {
@@ -60,5 +60,12 @@ func testLateArrivals(t *testing.T, h Harness) {
 	if st.RecoveredByRetries == nil || *st.RecoveredByRetries != 3 || st.LastLateArrival == nil || !st.LastLateArrival.Equal(last) ||
 		st.MaxLag == nil || *st.MaxLag != maxLag.Seconds() {
 		t.Fatalf("after the retries: %+v (n %d, max lag %v), want 3 recovered, the last at %v, max lag %v", st, *st.RecoveredByRetries, *st.MaxLag, last, maxLag)
+	}
+	// Retention of claims takes the late arrivals with it.
+	f.clock.Add(10 * 24 * time.Hour)
+	f.heartbeat(run2)
+	f.prune(PruneOptions{Retention: Retention{Payloads: 24 * time.Hour, Claims: 5 * 24 * time.Hour}})
+	if st, _ := entry(); st.RecoveredByRetries == nil || *st.RecoveredByRetries != 0 {
+		t.Fatalf("after retention.claims passed them: %+v, want 0 recovered", st)
 	}
 }
