@@ -413,6 +413,7 @@ func execRaw(t *testing.T, path string, qs ...string) {
 // claim levels, no kept claims filter.
 func schema14(t *testing.T) []string {
 	return []string{
+		`DROP TABLE seq_ranges`, `DROP TABLE seq_epochs`, `DROP TABLE late_events`, // schema 20's
 		`DROP TABLE claims_filter_parts`,                        // schema 19's
 		`DROP TRIGGER request_hour`, `DROP TABLE request_hours`, // schema 18's
 		`DROP TABLE claims_filter`, // schema 17's

@@ -640,6 +640,7 @@ func TestFilterKeptInlineStillRead(t *testing.T) {
 // claims.
 func schema18Filter(t *testing.T, path string) {
 	t.Helper()
+	execRaw(t, path, schema20Undo...) // schema 20's first
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
