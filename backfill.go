@@ -111,6 +111,12 @@ type SourceRecovery struct {
 	Recovery string `json:"recovery"`
 	// Backfill is the last run over the window (nil: none).
 	Backfill *BackfillRun `json:"backfill"`
+	// For a source with an event_time (late.go): how many events from
+	// inside the window arrived after it, the last of them and the longest
+	// lag in seconds (nil without event_time; the last two nil when none).
+	RecoveredByRetries *int64     `json:"recovered_by_retries,omitempty"`
+	LastLateArrival    *time.Time `json:"last_late_arrival,omitempty"`
+	MaxLag             *float64   `json:"max_lag,omitempty"`
 }
 
 // BackfillPolicy is what recovery needs of a source's backfill: settings.
@@ -131,6 +137,9 @@ type GapLog interface {
 func GapsWithRecovery(ctx context.Context, s GapLog, opt GapOptions) (GapReport, error) {
 	rep, err := s.Gaps(ctx, opt)
 	if err != nil {
+		return rep, err
+	}
+	if err := AddSequenceHoles(ctx, s, &rep, opt); err != nil {
 		return rep, err
 	}
 	if len(opt.Sources) == 0 {
@@ -159,7 +168,7 @@ func GapsWithRecovery(ctx context.Context, s GapLog, opt GapOptions) (GapReport,
 		return rep, err
 	}
 	AnnotateRecovery(&rep, opt.Sources, runs)
-	return rep, nil
+	return rep, AddLateArrivals(ctx, s, &rep, opt)
 }
 
 // AnnotateRecovery fills each outage's Sources (one entry per source; none

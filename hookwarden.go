@@ -104,6 +104,12 @@ type Event struct {
 	// Derived: the platform gives the event no id, and ID is the SHA-256
 	// (hex) of the event's own bytes (SPEC 11); the claim keeps the mark.
 	Derived bool
+	// Seq is the event's value in its source's sequence (nil: none); the
+	// store keeps it with the claim, in the same transaction (sequence.go).
+	Seq *Seq
+	// EventTime is when the platform says the event happened (zero:
+	// unknown), from the source's event_time.
+	EventTime time.Time
 }
 
 // OrderKey is the event's order_by key at Destinations[i], "" if none.

@@ -19,6 +19,13 @@ type SourcePolicy struct {
 	ExpectWithin time.Duration
 	// Backfill: the source's backfill: settings (zero: none).
 	Backfill BackfillPolicy
+	// Sequence: the source has sequence: (its holes are listed).
+	Sequence bool
+	// EventTime: the source has event_time: (late arrivals are counted).
+	EventTime bool
+	// KeepClaims is how long claims are kept (retention.claims): holes
+	// older than this are no longer listed (0: no limit).
+	KeepClaims time.Duration
 }
 
 // GapOptions tune Gaps.
@@ -95,6 +102,9 @@ type GapReport struct {
 	Runs     int       `json:"runs"`
 	Outages  []Outage  `json:"outages"`
 	Silences []Silence `json:"silences"`
+	// SequenceHoles are the holes in the sequences of the sources with a
+	// sequence: (sequence.go), by source, epoch and value.
+	SequenceHoles []SequenceHole `json:"sequence_holes"`
 }
 
 // Run is one serve process's record.
@@ -142,7 +152,7 @@ func (opt GapOptions) withDefaults() GapOptions {
 // GapsOf is the report of the outages and restarts in runs at now (see
 // Outages), with no silences yet: a store adds those (AddSilences).
 func GapsOf(runs []Run, now time.Time, opt GapOptions) GapReport {
-	return GapReport{Now: now, Runs: len(runs), Outages: Outages(runs, now, opt), Silences: []Silence{}}
+	return GapReport{Now: now, Runs: len(runs), Outages: Outages(runs, now, opt), Silences: []Silence{}, SequenceHoles: []SequenceHole{}}
 }
 
 // Outages lists, in start order, the windows when no run was up (kind

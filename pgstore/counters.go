@@ -158,6 +158,10 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 		if _, err := tx.Exec(ctx, `DELETE FROM unavailable_minutes WHERE minute < $1`, res.ClaimCutoff); err != nil {
 			return fmt.Errorf("prune unavailable_minutes: %w", err)
 		}
+		// Late arrivals go with the claims too (sequence.go): a small table.
+		if _, err := tx.Exec(ctx, `DELETE FROM late_events WHERE received_at < $1`, res.ClaimCutoff); err != nil {
+			return fmt.Errorf("prune late_events: %w", err)
+		}
 		return nil
 	})
 }

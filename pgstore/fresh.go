@@ -78,8 +78,10 @@ const leaseTestSQL = `LATERAL (SELECT CASE -- CASE, not AND: the reads only for 
 // event of the request's own body whose destinations are all plain (an
 // ordered destination's keyed job is written by keyedJobTx).
 func (rc *recording) freshable(ev *hookwarden.Event) bool {
-	if rc.release != nil || ev.Body != nil || ev.Derived {
-		return false // a derived id is marked by claim
+	// A derived id, a sequence value or a late arrival is kept by claim
+	// (sequence.go).
+	if rc.release != nil || ev.Body != nil || ev.Derived || ev.Seq != nil || hookwarden.Late(ev, rc.r.Backfill, rc.s.since()) {
+		return false
 	}
 	for i, d := range ev.Destinations {
 		if ev.OrderKey(i) != "" && rc.s.policy(d).Ordered {

@@ -181,6 +181,14 @@ func (rc *recording) claim(ctx context.Context, ev *hookwarden.Event) (ref int64
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (source, event_id) DO NOTHING RETURNING id`,
 		rc.r.Source, ev.ID, ev.Type, rc.at, ev.BodySHA256[:], ev.Body, ev.Derived).Scan(&ref)
 	if err == nil {
+		if ev.Seq != nil {
+			if err := rc.seq(ctx, ev.Seq); err != nil {
+				return 0, false, false, false, err
+			}
+		}
+		if err := rc.late(ctx, ev); err != nil {
+			return 0, false, false, false, err
+		}
 		return ref, true, false, false, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {

@@ -37,12 +37,14 @@ func (s *Store) StartRun(ctx context.Context, version string) (int64, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var id int64
+	var started time.Time
 	err := s.pool.QueryRow(ctx, `INSERT INTO runs (instance, started_at, heartbeat_at, version, pid)
-		VALUES ($1, COALESCE($2::timestamptz, now()), COALESCE($2::timestamptz, now()), $3, $4) RETURNING id`,
-		s.instance(), s.now(), version, os.Getpid()).Scan(&id)
+		VALUES ($1, COALESCE($2::timestamptz, now()), COALESCE($2::timestamptz, now()), $3, $4) RETURNING id, started_at`,
+		s.instance(), s.now(), version, os.Getpid()).Scan(&id, &started)
 	if err != nil {
 		return 0, fmt.Errorf("record run start: %w", err)
 	}
+	s.runStart.Store(started.UnixNano())
 	s.run.Store(id) // the holder of the leases this process takes from now on
 	return id, nil
 }

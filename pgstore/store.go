@@ -134,6 +134,10 @@ type Store struct {
 	batch     *batching       // Record's batches of new events (batch.go)
 	finishes  finishGroup     // Finish calls waiting to share a statement
 	noNotify  bool            // set by a benchmark: announce nothing
+
+	// runStart is when this process's run began (StartRun, Unix ns; 0:
+	// none): events timed before it are kept as late arrivals (sequence.go).
+	runStart atomic.Int64
 }
 
 // SettingError is a server setting that breaks the promise of a durable

@@ -60,6 +60,8 @@ type Source struct {
 	VerifyToken string
 	// DeferredType is the deferred response to a Discord interaction (0: 5).
 	DeferredType int
+	// Marks: the sequence value and event time read per event (marks.go).
+	Marks *Marks
 
 	filtered bool // some destination has a Filter (set by SetSources)
 }
@@ -371,6 +373,7 @@ func (rc *Receiver) handle(w http.ResponseWriter, r *http.Request, src *Source) 
 	for i, er := range res.Events {
 		ev := &rec.Events[i]
 		rc.opts.Observer.Event(src.Name, ev.Type, er.Outcome, er.Divergent)
+		rc.observeLag(src, rec, ev, er)
 		if er.Jobs > 0 {
 			notify = append(notify, ev.Destinations...)
 		}
@@ -435,6 +438,7 @@ func (rc *Receiver) event(src *Source, h http.Header, doc *extract.Body, freq *f
 	}
 	typ, _ := src.EventType.ExtractBody(h, doc) // a missing type is allowed
 	ev := hookwarden.Event{ID: id, Type: typ}
+	src.Marks.stamp(h, doc, &ev, rc.opts.Now())
 	var fev *filter.Event // built at the first filter, parsed body kept for the next
 	for _, d := range src.Destinations {
 		if d.Match != nil && !d.Match(typ) {

@@ -619,7 +619,7 @@ func TestFilterKeptInlineStillRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	schema18Filter(t, path)
-	execRaw(t, path, `ALTER TABLE events DROP COLUMN derived`, `PRAGMA user_version = 18`) // and schema 20's
+	execRaw(t, path, `ALTER TABLE events DROP COLUMN derived`, `PRAGMA user_version = 18`) // and schema 20's (22's and 21's went in schema18Filter)
 
 	s, err = Open(ctx, path, Options{Fold: true})
 	if err != nil {
@@ -640,6 +640,7 @@ func TestFilterKeptInlineStillRead(t *testing.T) {
 // claims.
 func schema18Filter(t *testing.T, path string) {
 	t.Helper()
+	execRaw(t, path, schema22Undo...) // schema 22's first
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)

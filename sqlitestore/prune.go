@@ -86,11 +86,16 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 			return fmt.Errorf("prune %s: %w", table, err)
 		}
 	}
+	cut := fmtTime(res.ClaimCutoff)
 	// The 503 minutes (gaps' "unavailable" windows), on the same cutoff.
-	err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM unavailable_minutes WHERE minute < ?)`,
-		`DELETE FROM unavailable_minutes WHERE minute < ?`, fmtTime(res.ClaimCutoff))
-	if err != nil {
+	if err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM unavailable_minutes WHERE minute < ?)`,
+		`DELETE FROM unavailable_minutes WHERE minute < ?`, cut); err != nil {
 		return fmt.Errorf("prune unavailable_minutes: %w", err)
+	}
+	// Late arrivals go with the claims too (sequence.go): a small table.
+	if err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM late_events WHERE received_at < ?)`,
+		`DELETE FROM late_events WHERE received_at < ?`, cut); err != nil {
+		return fmt.Errorf("prune late_events: %w", err)
 	}
 	return nil
 }

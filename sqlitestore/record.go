@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hookwarden/hookwarden"
 )
@@ -118,7 +119,7 @@ func (w *writeStmts) close() {
 // wrapping hookwarden.ErrUnavailable, and the receiver answers 503.
 func (s *Store) Record(ctx context.Context, r *hookwarden.Receipt) (hookwarden.RecordResult, error) {
 	// Outside the writer: keep its work small.
-	rec := &recordOp{r: r, headers: encodeHeaders(r.Header), at: fmtTime(r.ReceivedAt)}
+	rec := &recordOp{r: r, headers: encodeHeaders(r.Header), at: fmtTime(r.ReceivedAt), since: s.since()}
 	var res hookwarden.RecordResult
 	rec.res = &res
 	err := s.writeOp(ctx, false, &op{rec: rec, done: make(chan error, 1), fn: func(ctx context.Context, tx *sql.Tx) error {
@@ -189,6 +190,16 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, source string, ev *hook
 			s.claims.claimed(source, ev.ID, ref)
 			if ev.Derived {
 				if err := markDerived(ctx, tx, ref); err != nil {
+					return 0, false, false, false, err
+				}
+			}
+			if ev.Seq != nil {
+				if err := seqTx(ctx, tx, source, ev.Seq, at); err != nil {
+					return 0, false, false, false, err
+				}
+			}
+			if hookwarden.Late(ev, fromBackfill, s.since()) {
+				if err := lateTx(ctx, tx, source, ev, at); err != nil {
 					return 0, false, false, false, err
 				}
 			}
@@ -399,6 +410,7 @@ type recordOp struct {
 	headers string // encodeHeaders(r.Header)
 	at      string // fmtTime(r.ReceivedAt)
 	res     *hookwarden.RecordResult
+	since   time.Time // the run's start: an event timed before it takes singleTx (sequence.go)
 
 	// Filled by recordMany.
 	ref              int64
@@ -413,7 +425,8 @@ type recordOp struct {
 // its jobs are created in order (keyedJobTx).
 func (rc *recordOp) single() bool {
 	return len(rc.r.Events) == 1 && rc.r.Events[0].Body == nil && rc.r.Token == nil && !rc.r.Backfill && len(rc.r.Events[0].OrderKeys) == 0 &&
-		!rc.r.Events[0].Derived
+		!rc.r.Events[0].Derived &&
+		rc.r.Events[0].Seq == nil && !hookwarden.Late(&rc.r.Events[0], false, rc.since) // kept by claimTx (sequence.go)
 }
 
 // manyLog bounds the multi-row statements: one of each size 1, 2, 4, ...,

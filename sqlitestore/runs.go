@@ -12,7 +12,9 @@ import (
 func (s *Store) StartRun(ctx context.Context, version string) (int64, error) {
 	var id int64
 	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
-		now := fmtTime(s.now())
+		t := s.now()
+		now := fmtTime(t)
+		s.runStart.Store(t.UnixNano())
 		return tx.QueryRowContext(ctx,
 			`INSERT INTO runs (started_at, heartbeat_at, version, pid) VALUES (?, ?, ?, ?) RETURNING id`,
 			now, now, version, os.Getpid()).Scan(&id)

@@ -130,6 +130,10 @@ type Store struct {
 	lastOK    time.Time
 	lastErr   error
 	lastErrAt time.Time
+
+	// runStart is when this process's run began (StartRun, Unix ns; 0:
+	// none): events timed before it are kept as late arrivals (sequence.go).
+	runStart atomic.Int64
 }
 
 // An op is one write request: fn runs inside the writer's transaction and must

@@ -385,6 +385,9 @@ func buildPipeline(cfg *config.Config) ([]receiver.Source, []worker.Destination,
 				return nil, nil, closers, fmt.Errorf("%s.verify_token: %w", path, err)
 			}
 		}
+		if rs.Marks, err = receiverMarks(&s, path); err != nil {
+			return nil, nil, closers, err
+		}
 		for j, d := range s.Destinations {
 			full := d.FullName(s.Name)
 			dp := fmt.Sprintf("%s.destinations[%d]", path, j)

@@ -16,9 +16,9 @@ import (
 
 func newBackfillCmd(g *globals) *cobra.Command {
 	var since, fromS, toS string
-	var dryRun, asJSON bool
+	var dryRun, asJSON, status bool
 	cmd := &cobra.Command{
-		Use:   "backfill SOURCE [--since DUR | --from RFC3339 --to RFC3339] [--dry-run]",
+		Use:   "backfill SOURCE [--since DUR | --from RFC3339 --to RFC3339] [--dry-run] | backfill SOURCE --status",
 		Short: "Recover what an outage missed from the provider's API (Stripe, Paddle, GitHub, Svix)",
 		Long: `Ask the provider of SOURCE (its backfill: settings) for the events of a window
 and recover the ones not claimed here (docs/backfill.md):
@@ -41,6 +41,14 @@ file must be owned by a running serve, or --write must be given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			source := args[0]
+			if cfg, err := g.config(); err != nil {
+				return err
+			} else if status {
+				return backfillStatus(cmd.Context(), g, cfg, source, asJSON)
+			} else if i, ok := sourceIndex(cfg, source); ok && cfg.Sources[i].Backfill != nil && config.BackfillMethod(cfg.Sources[i].Scheme) == "" {
+				return usageErrorf("backfill: sources[%d] (%s): scheme %s keeps no history to recover from; "+
+					"backfill %s --status shows what it still holds", i, source, cfg.Sources[i].Scheme, source)
+			}
 			now := time.Now()
 			windows, err := windowFlags(since, fromS, toS, now)
 			if err != nil {
@@ -89,6 +97,7 @@ file must be owned by a running serve, or --write must be given.`,
 	fl.StringVar(&toS, "to", "", "end of the window (RFC 3339, with --from)")
 	fl.BoolVar(&dryRun, "dry-run", false, "list and count what would be recovered or requested; change nothing")
 	fl.BoolVar(&asJSON, "json", false, "one JSON object per window")
+	fl.BoolVar(&status, "status", false, "show what the platform itself reports as not delivered (telegram: getWebhookInfo); recover nothing")
 	return cmd
 }
 

@@ -27,7 +27,11 @@ func sourcePolicies(cfg *config.Config) []hookwarden.SourcePolicy {
 	}
 	var ps []hookwarden.SourcePolicy
 	for _, s := range cfg.Sources {
-		p := hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon.D(), ExpectWithin: s.ExpectWithin.D()}
+		p := hookwarden.SourcePolicy{Name: s.Name, RetryHorizon: s.RetryHorizon.D(), ExpectWithin: s.ExpectWithin.D(),
+			Sequence: s.SequenceSpec() != "", KeepClaims: cfg.Retention.Claims.D()}
+		if et, _ := s.EventTimeSpec(); et != "" {
+			p.EventTime = true
+		}
 		if s.Backfill != nil {
 			p.Backfill = hookwarden.BackfillPolicy{Method: config.BackfillMethod(s.Scheme), History: config.BackfillHistory(s.Scheme)}
 		}
@@ -85,7 +89,7 @@ unflagged (the horizons are in the configuration).`,
 	}
 	cmd.Flags().StringVar(&since, "since", "", "only windows that ended in this last duration (7d, 12h)")
 	cmd.Flags().DurationVar(&minClean, "min", defaultMinClean, "hide windows after a clean stop shorter than this")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `one JSON object per line ("kind": "outage" or "silence")`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `one JSON object per line ("kind": "outage", "silence" or "sequence_hole")`)
 	return cmd
 }
 
@@ -106,7 +110,7 @@ func writeGapsJSON(w io.Writer, rep hookwarden.GapReport) error {
 			return err
 		}
 	}
-	return nil
+	return writeHolesJSON(w, rep)
 }
 
 func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
@@ -160,6 +164,7 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 		}
 		tw.Flush()
 		printRecovery(w, rep)
+		printLate(w, rep)
 		if rep.Outages[len(rep.Outages)-1].Open {
 			fmt.Fprintln(w, "the last window is open: no serve has run on this file since (or this file is a copy)")
 		}
@@ -195,6 +200,7 @@ func printGaps(w io.Writer, rep hookwarden.GapReport, haveConfig bool) {
 		}
 		tw.Flush()
 	}
+	printHoles(w, rep)
 	if lost {
 		fmt.Fprintln(w, "\nbeyond the retry horizon: events sent in that window may be lost for good unless recovered: "+
 			"run backfill where recoverable, and tell the users of what is lost for good")

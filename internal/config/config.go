@@ -195,6 +195,12 @@ type Source struct {
 	// Backfill recovers outages from the provider's API (docs/backfill.md);
 	// nil: not configured.
 	Backfill *Backfill `mapstructure:"backfill"`
+
+	// Sequence, SequenceReset and EventTime: what the receipts say about
+	// what is missing (receipts.go; SPEC 12).
+	Sequence      string `mapstructure:"sequence"`
+	SequenceReset int64  `mapstructure:"sequence_reset"`
+	EventTime     string `mapstructure:"event_time"`
 }
 
 // Backfill configures the recovery of outages from a provider's API, by
@@ -235,6 +241,9 @@ func BackfillHistory(scheme string) time.Duration {
 // (stripe, paddle), "redeliver" where the provider sends them again
 // (github, standard).
 func BackfillMethod(scheme string) string {
+	if scheme == "telegram" {
+		return "" // no history: backfill --status only (receipts.go)
+	}
 	if scheme == "stripe" || scheme == "paddle" {
 		return "list"
 	}
@@ -383,6 +392,8 @@ func (c *Config) ApplyDefaults() {
 			// every outage may lose events, and gaps says so.
 			setDur(&s.RetryHorizon, p.RetryHorizon)
 			setDur(&s.Tolerance, p.Tolerance)
+			setStr(&s.Sequence, p.Sequence)
+			setStr(&s.EventTime, p.EventTime)
 		} else if ok {
 			// Generic senders: their own id/type conventions, and a retry
 			// horizon we cannot know; 3 days is the common promise.
@@ -396,6 +407,9 @@ func (c *Config) ApplyDefaults() {
 		s.messagingDefaults()
 		if !s.redriveSet {
 			setDur(&s.RedriveWindow, DefaultRedrive)
+		}
+		if s.SequenceReset == 0 {
+			s.SequenceReset = hookwarden.DefaultSequenceReset
 		}
 		for j := range s.Destinations {
 			d := &s.Destinations[j]
@@ -741,6 +755,7 @@ func (c *Config) validateSource(i int, seen map[string]bool, add, warn func(stri
 	if s.Backfill != nil {
 		c.validateBackfill(s, p+".backfill", add)
 	}
+	s.validateMarks(p, add)
 	if len(s.Destinations) == 0 {
 		warn(p+".destinations", "no destinations: events are recorded but delivered nowhere")
 	}
@@ -846,6 +861,10 @@ func checkSignAs(s *Source, d Destination, dp string, add, warn func(string, str
 // again after its claim was pruned would be delivered twice.
 func (c *Config) validateBackfill(s *Source, p string, add func(string, string, ...any)) {
 	b := s.Backfill
+	if s.Scheme == "telegram" {
+		validateStatusOnly(s, p, add)
+		return
+	}
 	if !slices.Contains(BackfillSchemes, s.Scheme) {
 		add(p, "scheme %s has no history to backfill from: backfill is for %s", s.Scheme, strings.Join(BackfillSchemes, ", "))
 		return

@@ -52,6 +52,7 @@ type Metrics struct {
 	expectWithin  *prometheus.GaugeVec
 	backfill      *prometheus.CounterVec
 	handshakes    *prometheus.CounterVec
+	lag           *prometheus.HistogramVec // lag.go
 
 	typesMu sync.Mutex
 	types   map[string]map[string]bool // source -> seen types
@@ -108,7 +109,8 @@ func New(log *slog.Logger) *Metrics {
 	m.backfill = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "backfill_events_total",
 		Help: "Events a backfill handled, by outcome (recovered, already_claimed, requested, failed)."}, []string{"source", "outcome"})
 	m.handshakes = newHandshakes()
-	for _, c := range []prometheus.Collector{m.handshakes, m.backfill, m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.filterRefused, m.ack, m.lastAccepted,
+	m.lag = newLag()
+	for _, c := range []prometheus.Collector{m.handshakes, m.lag, m.backfill, m.requests, m.duplicates, m.divergent, m.unauthorized, m.quarantined, m.filterErrors, m.filterRefused, m.ack, m.lastAccepted,
 		m.deliveries, m.deliveryTime, m.commitTime, m.batchSize, m.commitErrors, m.retentionMarg, m.expectWithin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

@@ -36,6 +36,8 @@ func init() {
 		preset: Preset{
 			EventID:   "json:id",
 			EventType: "json:event.type|json:type+json:data.name|json:type",
+			// An interaction's id is a snowflake: its time is in its high bits.
+			EventTime: "snowflake:json:id",
 			// Webhook Events: exponential backoff for up to 10 minutes;
 			// interactions are not retried.
 			RetryHorizon: 10 * time.Minute,

@@ -22,6 +22,7 @@ func init() {
 	registerBodyMAC(bodyMAC{scheme: "line", header: "X-Line-Signature", alg: sha256.New}, Preset{
 		EventID:   "json:webhookEventId",
 		EventType: "json:type",
+		EventTime: "json:timestamp", // unix ms
 		// Redelivery (when enabled) has no published schedule; a week is
 		// the research's guess for dedup memory, not a documented figure.
 		RetryHorizon: 7 * 24 * time.Hour,

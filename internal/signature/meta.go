@@ -33,6 +33,8 @@ func init() {
 		legacy: "X-Hub-Signature"}, Preset{
 		EventID:   "json:message.mid|json:id+json:status|json:id",
 		EventType: "json:type|json:status",
+		// Per event: WhatsApp unix seconds (a string), Messenger and Instagram ms.
+		EventTime: "json:timestamp",
 		// WhatsApp retries "with decreasing frequency ... for up to 7 days"
 		// (Graph webhooks in general: 36 h; Messenger until success).
 		RetryHorizon: 7 * 24 * time.Hour,

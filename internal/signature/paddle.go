@@ -18,6 +18,7 @@ func init() {
 			// event_id survives replays; notification_id is per delivery.
 			EventID:      "json:event_id",
 			EventType:    "json:event_type",
+			EventTime:    "json:occurred_at", // RFC 3339
 			RetryHorizon: 3 * 24 * time.Hour,
 			Tolerance:    5 * time.Minute,
 		},

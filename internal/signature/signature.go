@@ -163,6 +163,13 @@ type Preset struct {
 	// Batch means the body is a JSON array with one event per element; EventID
 	// and EventType apply to each element.
 	Batch bool
+	// Sequence is the spec of a value that grows by one per event (SPEC 12;
+	// Telegram's update_id), "" for none: its holes are listed by gaps.
+	Sequence string
+	// EventTime is the spec of when the platform says the event happened
+	// (unix seconds, milliseconds or RFC 3339; "snowflake:json:id" for a
+	// Discord snowflake), "" for none.
+	EventTime string
 }
 
 // scheme is one registry entry.

@@ -20,6 +20,7 @@ func init() {
 			// (form bodies) carry a per-interaction trigger_id instead.
 			EventID:   "json:event_id|form:trigger_id",
 			EventType: "json:event.type|json:type|form:command",
+			EventTime: "json:event_time", // Events API, unix seconds
 			// Retries: about immediately, +1 min, +5 min.
 			RetryHorizon: 10 * time.Minute,
 			Tolerance:    5 * time.Minute,

@@ -16,6 +16,7 @@ func init() {
 		preset: Preset{
 			EventID:      "json:id",
 			EventType:    "json:type",
+			EventTime:    "json:created",
 			RetryHorizon: 3 * 24 * time.Hour,
 			Tolerance:    5 * time.Minute,
 		},

@@ -24,6 +24,10 @@ func init() {
 		name: "telegram",
 		preset: Preset{
 			EventID: "json:update_id",
+			// update_id grows by one per update: its holes are updates never received.
+			Sequence: "json:update_id",
+			// Messages carry their date (unix seconds); other updates none.
+			EventTime: "json:message.date|json:edited_message.edit_date|json:channel_post.date",
 			// No type: the update's kind is the name of its one optional
 			// member (message, edited_message, callback_query, ...), a key
 			// name, which an extract spec cannot read; config's default

@@ -19,6 +19,7 @@ func init() {
 	registerBodyMAC(bodyMAC{scheme: "viber", header: "X-Viber-Content-Signature", alg: sha256.New, hex: true}, Preset{
 		EventID:   "json:event+json:message_token",
 		EventType: "json:event",
+		EventTime: "json:timestamp", // unix ms
 		// "Viber will retry the callback several times for an hour".
 		RetryHorizon: time.Hour,
 	})

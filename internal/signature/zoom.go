@@ -22,6 +22,7 @@ func init() {
 		preset: Preset{
 			EventID:   "json:event+json:event_ts+json:payload.object.uuid|json:event+json:event_ts+json:payload.object.id",
 			EventType: "json:event",
+			EventTime: "json:event_ts", // unix ms
 			// Three retries: +5 min, +20 min, +60 min after the one before.
 			RetryHorizon: 90 * time.Minute,
 			Tolerance:    5 * time.Minute,
