@@ -125,6 +125,7 @@ install: ## install binary, systemd units (service, sockets: enabled) and, if ab
 	install -D -m 0644 docs/security.md $(DESTDIR)$(DOCDIR)/security.md
 	install -D -m 0644 docs/scale-out.md $(DESTDIR)$(DOCDIR)/scale-out.md
 	install -D -m 0644 docs/backfill.md $(DESTDIR)$(DOCDIR)/backfill.md
+	install -D -m 0644 docs/messaging.md $(DESTDIR)$(DOCDIR)/messaging.md
 	install -D -m 0644 docs/design.md $(DESTDIR)$(DOCDIR)/design.md
 	install -D -m 0644 docs/performance.md $(DESTDIR)$(DOCDIR)/performance.md
 	install -D -m 0644 systemd/command-destinations.conf $(DESTDIR)$(DOCDIR)/examples/command-destinations.conf

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookwarden/hookwarden"
+	"github.com/hookwarden/hookwarden/internal/metrics"
 	"github.com/hookwarden/hookwarden/receiver"
 )
 
@@ -144,4 +145,29 @@ func (a *availability) Handshake(source, kind, outcome string) {
 	}
 }
 
-var _ receiver.HandshakeObserver = (*availability)(nil)
+// EventLag passes a new event's lag on to the metrics
+// (hookwarden_event_lag_seconds).
+func (a *availability) EventLag(source string, lag time.Duration) {
+	if l, ok := a.Observer.(receiver.LagObserver); ok {
+		l.EventLag(source, lag)
+	}
+}
+
+// FilterRefused passes a filter evaluation refused past the decode bounds
+// on to the metrics (hookwarden_filter_decode_refused_total).
+func (a *availability) FilterRefused(destination string) {
+	if f, ok := a.Observer.(receiver.FilterRefusalObserver); ok {
+		f.FilterRefused(destination)
+	}
+}
+
+// The receiver's optional observer parts the metrics implement: the wrapper
+// passes each on (a part it lacked would silently drop its metric).
+var (
+	_ receiver.HandshakeObserver     = (*availability)(nil)
+	_ receiver.LagObserver           = (*availability)(nil)
+	_ receiver.FilterRefusalObserver = (*availability)(nil)
+	_ receiver.HandshakeObserver     = (*metrics.Metrics)(nil)
+	_ receiver.LagObserver           = (*metrics.Metrics)(nil)
+	_ receiver.FilterRefusalObserver = (*metrics.Metrics)(nil)
+)

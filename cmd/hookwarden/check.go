@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookwarden/hookwarden/internal/config"
-	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -84,9 +83,7 @@ func checkStart(ctx context.Context, cfg *config.Config, found []config.Problem)
 			if p, ok := checkMarks(ctx, path); !ok {
 				ps = append(ps, p)
 			}
-			if _, owned, err := sqlitestore.Owner(path); err == nil && owned {
-				serveRuns = true
-			}
+			serveRuns = sqliteOwned(path)
 		}
 	}
 	for _, l := range []struct{ key, addr string }{{"listen", cfg.Listen}, {"admin.listen", cfg.Admin.Listen}} {
@@ -127,29 +124,6 @@ func checkStart(ctx context.Context, cfg *config.Config, found []config.Problem)
 		}
 	}
 	return ps
-}
-
-// checkMarks opens the SQLite file read-only and reports the mark serve
-// would refuse it for (moved first, as serve does), or a schema it cannot
-// run. ok is true when serve would open it.
-func checkMarks(ctx context.Context, path string) (config.Problem, bool) {
-	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{ReadOnly: true})
-	if err != nil {
-		return config.Problem{Path: "database.path", Message: fmt.Sprintf("%s: %v", path, err)}, false
-	}
-	defer s.Close()
-	ms, err := s.Marks(ctx)
-	if err != nil {
-		return config.Problem{Path: "database.path", Message: fmt.Sprintf("%s: read its marks: %v", path, err)}, false
-	}
-	for _, kind := range []string{sqlitestore.MarkMoved, sqlitestore.MarkExport} {
-		for _, m := range ms {
-			if m.Kind == kind {
-				return config.Problem{Path: "database.path", Message: (&sqlitestore.MarkError{Path: path, Mark: m}).Error()}, false
-			}
-		}
-	}
-	return config.Problem{}, true
 }
 
 // checkProgram says why a command destination's program cannot be run:

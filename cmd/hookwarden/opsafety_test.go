@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -96,7 +98,8 @@ func TestSecondServeRefused(t *testing.T) {
 }
 
 // TestServeBindFailureRecordsNoRun: a serve whose port is taken never ran,
-// so it records no run and gaps shows no crash.
+// so it records no run and gaps shows no crash; on a new database it leaves
+// no file behind (it binds before it creates one).
 func TestServeBindFailureRecordsNoRun(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,31 +107,45 @@ func TestServeBindFailureRecordsNoRun(t *testing.T) {
 	}
 	defer taken.Close()
 	c := newChild(t, "http://127.0.0.1:9/")
-	doc, _ := os.ReadFile(c.cfg)
-	doc = bytes.ReplaceAll(doc, []byte(c.hook), []byte(taken.Addr().String()))
-	if err := os.WriteFile(c.cfg, doc, 0o600); err != nil {
+	good, _ := os.ReadFile(c.cfg)
+	bad := bytes.ReplaceAll(good, []byte(c.hook), []byte(taken.Addr().String()))
+	serveTaken := func() {
+		t.Helper()
+		if err := os.WriteFile(c.cfg, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out := runServe(t, c.cfg)
+		if code == 0 || !strings.Contains(out, "address already in use") {
+			t.Fatalf("serve on a taken port: exit %d\n%s", code, out)
+		}
+	}
+	serveTaken()
+	if _, err := os.Stat(c.db()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a new database after a serve that never listened: %v, want none", err)
+	}
+
+	// An existing database: the failed start adds no run.
+	if err := os.WriteFile(c.cfg, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out := runServe(t, c.cfg)
-	if code == 0 || !strings.Contains(out, "address already in use") {
-		t.Fatalf("serve on a taken port: exit %d\n%s", code, out)
-	}
-	if n := runsIn(t, c.db()); n != 0 {
-		t.Fatalf("%d runs recorded by a serve that never listened", n)
+	c.start()
+	c.stop()
+	serveTaken()
+	if n := runsIn(t, c.db()); n != 1 {
+		t.Fatalf("%d runs recorded, want the good start's 1 alone", n)
 	}
 	code, gout, gerr := runMain(t, "gaps", "--db", c.db(), "--json")
 	if code != 0 || strings.Contains(gout, "outage") {
 		t.Fatalf("gaps after a failed start: exit %d\n%s%s", code, gout, gerr)
 	}
 	// The lock went with the failed process: a good start works.
-	if err := taken.Close(); err != nil {
+	if err := os.WriteFile(c.cfg, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.hook = taken.Addr().String()
 	c.start()
 	c.stop()
-	if n := runsIn(t, c.db()); n != 1 {
-		t.Fatalf("%d runs after a good start, want 1", n)
+	if n := runsIn(t, c.db()); n != 2 {
+		t.Fatalf("%d runs after two good starts, want 2", n)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/hookwarden/hookwarden/internal/config"
 	"github.com/hookwarden/hookwarden/internal/storecopy"
 	"github.com/hookwarden/hookwarden/pgstore"
+	"github.com/hookwarden/hookwarden/receiver"
 	"github.com/hookwarden/hookwarden/sqlitestore"
 )
 
@@ -488,4 +489,42 @@ var (
 	_ warmUpDecider      = (*sqlitestore.Store)(nil)
 	_ warmUpDecider      = (*pgstore.Store)(nil)
 	_ plannerStatsKeeper = (*pgstore.Store)(nil)
+)
+
+// checkMarks opens the SQLite file read-only and reports the mark serve
+// would refuse it for (moved first, as serve does), or a schema it cannot
+// run. ok is true when serve would open it.
+func checkMarks(ctx context.Context, path string) (config.Problem, bool) {
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{ReadOnly: true})
+	if err != nil {
+		return config.Problem{Path: "database.path", Message: fmt.Sprintf("%s: %v", path, err)}, false
+	}
+	defer s.Close()
+	ms, err := s.Marks(ctx)
+	if err != nil {
+		return config.Problem{Path: "database.path", Message: fmt.Sprintf("%s: read its marks: %v", path, err)}, false
+	}
+	for _, kind := range []string{sqlitestore.MarkMoved, sqlitestore.MarkExport} {
+		for _, m := range ms {
+			if m.Kind == kind {
+				return config.Problem{Path: "database.path", Message: (&sqlitestore.MarkError{Path: path, Mark: m}).Error()}, false
+			}
+		}
+	}
+	return config.Problem{}, true
+}
+
+// sqliteOwned reports whether a running serve owns the SQLite file at path
+// (its lock is held).
+func sqliteOwned(path string) bool {
+	_, owned, err := sqlitestore.Owner(path)
+	return err == nil && owned
+}
+
+// What app.go finds by type assertion, kept true: both stores let the
+// receiver refuse a one-time token already recorded with another body
+// before extraction and filters (receiver.Options.Tokens).
+var (
+	_ receiver.TokenReader = (*sqlitestore.Store)(nil)
+	_ receiver.TokenReader = (*pgstore.Store)(nil)
 )
