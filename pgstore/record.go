@@ -416,6 +416,27 @@ func (rc *recording) single(ctx context.Context) error {
 	return nil
 }
 
+// The statements of a many-event request (batch): one per table rather
+// than one per event and table, the rows in the arrays' order.
+const (
+	batchClaimSQL = `INSERT INTO events (source, event_id, event_type, claimed_at, body_sha256, body, derived)
+	SELECT $1, e.id, e.type, $2::timestamptz, e.sum, e.body, e.derived
+	FROM unnest($3::text[], $4::text[], $5::bytea[], $6::bytea[], $7::boolean[]) WITH ORDINALITY AS e(id, type, sum, body, derived, n)
+	ORDER BY e.n
+	ON CONFLICT (source, event_id) DO NOTHING RETURNING id, event_id`
+	batchLookupSQL = `SELECT id, event_id, body_sha256 FROM events WHERE source = $1 AND event_id = ANY($2::text[])`
+	batchJobsSQL   = `INSERT INTO jobs (event_ref, destination, state, attempts, next_at, created_at)
+	SELECT j.ref, j.dest, 'pending', 0, t, t
+	FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS j(ref, dest, n), COALESCE($3::timestamptz, now()) AS t
+	ORDER BY j.n`
+	batchLinkSQL = `INSERT INTO receipt_events (event_ref, receipt_id, kind)
+	SELECT l.ref, $1, l.kind FROM unnest($2::bigint[], $3::text[]) AS l(ref, kind)
+	ON CONFLICT DO NOTHING`
+)
+
+// batch records a request of several events (SPEC 11): one receipt, each
+// event claimed on its own id, with one statement per table (claims, the
+// duplicates' look-up, jobs, links) rather than three round trips per event.
 func (rc *recording) batch(ctx context.Context) error {
 	id, err := rc.insertReceipt(ctx, nil, "batch", rc.r.Body, nil)
 	if err != nil {
@@ -423,54 +444,149 @@ func (rc *recording) batch(ctx context.Context) error {
 	}
 	rc.res.ReceiptID = id
 	rc.res.Outcome = hookwarden.Duplicate
+	evs := rc.r.Events
 	// The claims go in id order: batches sharing ids then take their keys'
 	// locks in one order and cannot deadlock. In batch order, two batches
 	// carrying x and y the other way round each wait for the other until
 	// the server's deadlock_timeout (1 s) aborts one, which then runs again:
-	// under load, past the call's deadline. The stable sort keeps a repeated
-	// id's first copy first. Jobs and links follow in batch order, the
-	// order the elements are delivered in.
-	order := make([]int, len(rc.r.Events))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return rc.r.Events[order[a]].ID < rc.r.Events[order[b]].ID })
-	type claimed struct {
-		ref              int64
-		isNew, divergent bool
-	}
-	claims := make([]claimed, len(rc.r.Events))
-	for _, i := range order {
-		ref, isNew, divergent, _, err := rc.claim(ctx, &rc.r.Events[i])
-		if err != nil {
-			return err
+	// under load, past the call's deadline. A repeated id is claimed by its
+	// first copy (the others are its duplicates). Jobs and links follow in
+	// batch order, the order the elements are delivered in.
+	first := make([]int, len(evs))
+	byID := make(map[string]int, len(evs))
+	var order []int // the first copy of each id
+	for i := range evs {
+		if f, ok := byID[evs[i].ID]; ok {
+			first[i] = f
+			continue
 		}
-		claims[i] = claimed{ref, isNew, divergent}
+		byID[evs[i].ID], first[i] = i, i
+		order = append(order, i)
 	}
-	for i := range rc.r.Events {
-		ev := &rc.r.Events[i]
-		ref, isNew, divergent := claims[i].ref, claims[i].isNew, claims[i].divergent
-		var err error
+	sort.Slice(order, func(a, b int) bool { return evs[order[a]].ID < evs[order[b]].ID })
+	ids, types := make([]string, len(order)), make([]string, len(order))
+	sums, bodies := make([][]byte, len(order)), make([][]byte, len(order))
+	derived := make([]bool, len(order))
+	for k, i := range order {
+		ev := &evs[i]
+		ids[k], types[k], sums[k], bodies[k], derived[k] = ev.ID, ev.Type, ev.BodySHA256[:], ev.Body, ev.Derived
+	}
+	refs := make([]int64, len(evs))
+	isNew := make([]bool, len(evs))
+	claimSum := make([][]byte, len(evs)) // a first copy's claim hash
+	rows, err := rc.tx.Query(ctx, batchClaimSQL, rc.r.Source, rc.at, ids, types, sums, bodies, derived)
+	if err != nil {
+		return fmt.Errorf("claim events: %w", err)
+	}
+	claimed := 0
+	for rows.Next() {
+		var ref int64
+		var eid string
+		if err := rows.Scan(&ref, &eid); err != nil {
+			rows.Close()
+			return fmt.Errorf("claim events: %w", err)
+		}
+		i := byID[eid]
+		refs[i], isNew[i], claimSum[i] = ref, true, evs[i].BodySHA256[:]
+		claimed++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("claim events: %w", err)
+	}
+	if claimed < len(order) {
+		// The conflicting rows are committed (the insert waited for them),
+		// so this statement's snapshot sees them.
+		old := make([]string, 0, len(order)-claimed)
+		for _, i := range order {
+			if !isNew[i] {
+				old = append(old, evs[i].ID)
+			}
+		}
+		rows, err := rc.tx.Query(ctx, batchLookupSQL, rc.r.Source, old)
+		if err != nil {
+			return fmt.Errorf("look up claimed event: %w", err)
+		}
+		found := 0
+		for rows.Next() {
+			var ref int64
+			var eid string
+			var sum []byte
+			if err := rows.Scan(&ref, &eid, &sum); err != nil {
+				rows.Close()
+				return fmt.Errorf("look up claimed event: %w", err)
+			}
+			i := byID[eid]
+			refs[i], claimSum[i] = ref, sum
+			found++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("look up claimed event: %w", err)
+		}
+		if found != len(old) {
+			return fmt.Errorf("look up claimed event: %d of %d claims not found", len(old)-found, len(old))
+		}
+	}
+	// Jobs: of the events with an order key or a Direct slot to ask for,
+	// by the general path; of the others, one statement.
+	var jobRefs []int64
+	var jobDests []string
+	linkRefs := make([]int64, 0, len(order))
+	linkKinds := make([]string, 0, len(order))
+	for i := range evs {
+		ev := &evs[i]
+		f := first[i]
 		kind := "accepted"
-		er := hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
-		switch {
-		case isNew:
-			if er.Jobs, err = rc.jobs(ctx, ref, ev); err != nil {
+		er := hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: len(ev.Destinations)}
+		if f == i && isNew[i] {
+			// What claim keeps beside a new claim (sequence.go).
+			if ev.Seq != nil {
+				if err := rc.seq(ctx, ev.Seq); err != nil {
+					return err
+				}
+			}
+			if err := rc.late(ctx, ev); err != nil {
 				return err
 			}
-			er.Outcome = hookwarden.Accepted
+			if len(ev.OrderKeys) > 0 || (rc.direct && rc.s.hasDirect()) {
+				if _, err := rc.jobs(ctx, refs[i], ev); err != nil {
+					return err
+				}
+			} else {
+				for _, d := range ev.Destinations {
+					jobRefs, jobDests = append(jobRefs, refs[i]), append(jobDests, d)
+					rc.due = append(rc.due, d)
+				}
+			}
 			rc.res.Outcome = hookwarden.Accepted
-		case divergent:
-			kind = "divergent"
-		default:
+		} else {
+			sum := claimSum[f]
+			divergent := len(sum) > 0 && !bytes.Equal(sum, ev.BodySHA256[:])
+			if divergent {
+				if divergent, _, err = rc.backfillCopy(ctx, refs[f]); err != nil {
+					return err
+				}
+			}
 			kind = "duplicate"
+			if divergent {
+				kind = "divergent"
+			}
+			er = hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: divergent}
 		}
 		// A batch may repeat an id within itself; the first link wins.
-		if _, err := rc.tx.Exec(ctx, `INSERT INTO receipt_events (event_ref, receipt_id, kind) VALUES ($1, $2, $3)
-			ON CONFLICT DO NOTHING`, ref, id, kind); err != nil {
-			return fmt.Errorf("link receipt to event: %w", err)
+		if f == i {
+			linkRefs, linkKinds = append(linkRefs, refs[i]), append(linkKinds, kind)
 		}
 		rc.res.Events[i] = er
+	}
+	if len(jobRefs) > 0 {
+		if _, err := rc.tx.Exec(ctx, batchJobsSQL, jobRefs, jobDests, rc.now); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	if _, err := rc.tx.Exec(ctx, batchLinkSQL, id, linkRefs, linkKinds); err != nil {
+		return fmt.Errorf("link receipt to event: %w", err)
 	}
 	return nil
 }

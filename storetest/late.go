@@ -61,6 +61,16 @@ func testLateArrivals(t *testing.T, h Harness) {
 		st.MaxLag == nil || *st.MaxLag != maxLag.Seconds() {
 		t.Fatalf("after the retries: %+v (n %d, max lag %v), want 3 recovered, the last at %v, max lag %v", st, *st.RecoveredByRetries, *st.MaxLag, last, maxLag)
 	}
+	// A platform's batch (one receipt, several events: the stores' batch
+	// path) keeps its late events too: two new ones, and r2 again.
+	b := f.batch("st", "st/app", element("b1"), element("b2"), element("r2"))
+	for i := range b.Events {
+		b.Events[i].EventTime = start.Add(40 * time.Minute)
+	}
+	f.mustRecord(b)
+	if st, _ := entry(); st.RecoveredByRetries == nil || *st.RecoveredByRetries != 5 {
+		t.Fatalf("after a batch of two new late events and a duplicate: %+v, want 5 recovered", st)
+	}
 	// Retention of claims takes the late arrivals with it.
 	f.clock.Add(10 * 24 * time.Hour)
 	f.heartbeat(run2)

@@ -149,6 +149,81 @@ func testEnvelopeConcurrent(t *testing.T, h Harness) {
 	}
 }
 
+// testEnvelopeMixed: a request of 300 events (more than one multi-row
+// statement's worth) whose ids were partly claimed before, by a batch and
+// by a single-event receipt, and which repeats an id twice, once with the
+// same bytes and once with others: each new id is claimed once with one
+// job, the old ones and the repeats are duplicates, the differing repeat
+// divergent, and the receipt is linked once per id.
+func testEnvelopeMixed(t *testing.T, h Harness) {
+	f := setup(t, h)
+	ids := make([]string, 300)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m.%d", i)
+	}
+	r := f.envelopes(ids...)
+	earlier := f.envelopes("m.5", "m.17")
+	earlier.Events = []hookwarden.Event{r.Events[5], r.Events[17]}
+	f.mustRecord(earlier)
+	alone := f.receipt("wa", "m.250", string(r.Events[250].Body), "wa/app")
+	alone.Events[0].BodySHA256 = r.Events[250].BodySHA256
+	f.mustRecord(alone)
+	// Two more copies of m.40: the same bytes, then others.
+	same := r.Events[40]
+	other := r.Events[40]
+	other.Body = []byte(`{"id":"m.40","text":{"body":"edited"}}`)
+	other.BodySHA256 = sha256.Sum256(other.Body)
+	r.Events = append(r.Events, same, other)
+	res := f.mustRecord(r)
+	if res.Outcome != hookwarden.Accepted || len(res.Events) != 302 {
+		t.Fatalf("mixed batch: outcome %v, %d events", res.Outcome, len(res.Events))
+	}
+	old := map[int]bool{5: true, 17: true, 250: true}
+	for i, er := range res.Events {
+		want := hookwarden.EventResult{Outcome: hookwarden.Accepted, Jobs: 1}
+		switch {
+		case i == 300:
+			want = hookwarden.EventResult{Outcome: hookwarden.Duplicate}
+		case i == 301:
+			want = hookwarden.EventResult{Outcome: hookwarden.Duplicate, Divergent: true}
+		case old[i]:
+			want = hookwarden.EventResult{Outcome: hookwarden.Duplicate}
+		}
+		if er != want {
+			t.Errorf("event %d (%s): %+v, want %+v", i, r.Events[i].ID, er, want)
+		}
+	}
+	jobs := f.lease("wa/app", 1000, time.Minute)
+	if len(jobs) != 300 {
+		t.Fatalf("leased %d jobs, want 300 (each id once)", len(jobs))
+	}
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if seen[j.EventID] {
+			t.Errorf("%s leased twice", j.EventID)
+		}
+		seen[j.EventID] = true
+	}
+	kinds := func(id string) (k []string) {
+		for _, ri := range f.show("wa", id).ReceiptLog {
+			k = append(k, fmt.Sprintf("%s batch=%v", ri.Kind, ri.Batch))
+		}
+		return k
+	}
+	if k := kinds("m.40"); len(k) != 1 || k[0] != "accepted batch=true" {
+		t.Errorf("m.40: receipts %q, want the batch once, accepted", k)
+	}
+	if k := kinds("m.17"); len(k) != 2 || k[1] != "duplicate batch=true" {
+		t.Errorf("m.17: receipts %q, want the first batch then a duplicate", k)
+	}
+	if k := kinds("m.250"); len(k) != 2 || k[0] != "accepted batch=false" || k[1] != "duplicate batch=true" {
+		t.Errorf("m.250: receipts %q, want its own receipt then the batch's duplicate", k)
+	}
+	if d := f.show("wa", "m.299"); d.Body == nil || string(d.Body) != string(r.Events[299].Body) {
+		t.Errorf("m.299: body %s, want its envelope", d.Body)
+	}
+}
+
 // testRetentionClaimsBySource: a source's own claims retention
 // (retention_claims) replaces retention.claims for its events, shorter
 // (Telegram's 7 days) or longer, on the same pass; a dry run counts the

@@ -73,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 		{"BatchEvents", testBatch},
 		{"EnvelopeEvents", testEnvelopeEvents},
 		{"EnvelopeConcurrent", testEnvelopeConcurrent},
+		{"EnvelopeMixed", testEnvelopeMixed},
 		{"DivergentDuplicates", testDivergent},
 		{"SeenTokens", testSeenTokens},
 		{"Quarantine/NoEventID", testQuarantineNoID},

@@ -97,6 +97,10 @@ type generator struct {
 	// claim index, among the history's (hookwarden.HistoryEventID), not
 	// after the newest.
 	spread bool
+	// meta, if > 0, makes each request a WhatsApp-shaped batch of meta
+	// messages (batch.go), signed as Meta signs (scheme meta, key the App
+	// Secret's bytes), instead of a Standard Webhooks event.
+	meta int
 }
 
 const idDigits = 10
@@ -193,6 +197,10 @@ func (lc *loadConn) close() {
 // build renders the request for event n, signed now.
 func (lc *loadConn) build(n uint64) {
 	g := lc.g
+	if g.meta > 0 {
+		lc.buildMeta(n)
+		return
+	}
 	id := g.appendID(lc.body[:lc.idAt], n) // fixed width: rewrites the id in place
 	idb := id[lc.idAt:]
 	ts := strconv.AppendInt(nil, time.Now().Unix(), 10)

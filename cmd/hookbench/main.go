@@ -107,7 +107,7 @@ type options struct {
 // takes it into postgresql.conf.
 var sharedBuffersRe = regexp.MustCompile(`^[1-9][0-9]*(kB|MB|GB)$`)
 
-var allPhases = []string{"matrix", "bodies", "filter", "e2e", "postgres", "sustain", "burst", "history", "profile"}
+var allPhases = []string{"matrix", "bodies", "filter", "batch", "e2e", "postgres", "sustain", "burst", "history", "profile"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("hookbench", flag.ContinueOnError)
@@ -280,6 +280,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		{"matrix", b.matrix},
 		{"bodies", b.bodySweep},
 		{"filter", b.filterPhase},
+		{"batch", b.batchPhase},
 		{"e2e", b.endToEnd},
 		{"postgres", b.postgresPhase},
 		{"sustain", b.sustained},
@@ -363,6 +364,8 @@ type cellRun struct {
 	// after, if set, checks the server once it has stopped, before its
 	// directory is removed.
 	after func(*server) error
+	// noDup sends no repeats (-dup does not apply).
+	noDup bool
 }
 
 // measure starts a fresh server, loads it for one cell and stops it.
@@ -392,8 +395,12 @@ func (b *bench) measure(c cell, conns int, cr cellRun) (_ cell, err error) {
 	}
 	var cpuAtWindow float64
 	var m0 map[string]float64
+	dup := b.o.dup
+	if cr.noDup {
+		dup = 0
+	}
 	res := runLoad(loadSpec{Addr: s.addr, Path: "/hooks/bench", Conns: conns, Warmup: b.o.warmup,
-		Duration: b.o.duration, MaxRequests: maxReq, DupShare: b.o.dup, Gen: cr.gen,
+		Duration: b.o.duration, MaxRequests: maxReq, DupShare: dup, Gen: cr.gen,
 		OnMeasure: func() {
 			cpuAtWindow = s.cpuSeconds()
 			if hw {

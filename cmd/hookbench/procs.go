@@ -113,6 +113,8 @@ type hwOptions struct {
 	// destinations, if set, replace the one destination "sink"; all of them
 	// deliver to sinkURL.
 	destinations []hwDestination
+	// scheme is the bench source's signature scheme; empty: standard.
+	scheme string
 }
 
 // hwDestination is one destination of the bench source.
@@ -133,7 +135,7 @@ log:
   format: json
 sources:
   - name: bench
-    scheme: standard
+    scheme: %s
     secrets: ["env:HOOKBENCH_SECRET"]
     expect_within: 1h   # gaps then reads the silences (the history phase)
     destinations:
@@ -171,7 +173,11 @@ func writeHWConfig(o hwOptions, addr, admin, db string) (string, error) {
 	if o.dbURL != "" {
 		database = fmt.Sprintf("{ url: %q }", o.dbURL)
 	}
-	body := fmt.Sprintf(hwConfig, addr, admin, database, max(o.maxBody, 1<<20), o.destinationsConfig())
+	scheme := o.scheme
+	if scheme == "" {
+		scheme = "standard"
+	}
+	body := fmt.Sprintf(hwConfig, addr, admin, database, max(o.maxBody, 1<<20), scheme, o.destinationsConfig())
 	return cfg, os.WriteFile(cfg, []byte(body), 0o600)
 }
 

@@ -172,6 +172,7 @@ type report struct {
 	SustainedAtE2E    *sustainReport `json:"sustained_at_e2e_rate,omitempty"`
 	Redrive           *redriveReport `json:"redrive,omitempty"`
 	Filter            *filterReport  `json:"filter,omitempty"`
+	Batch             *batchReport   `json:"batch,omitempty"`
 	Burst             *burstReport   `json:"burst,omitempty"`
 	DB                *dbReport      `json:"database,omitempty"`
 	Postgres          *pgReport      `json:"postgres,omitempty"`
@@ -237,6 +238,7 @@ func (r *report) evaluate() {
 		add(targetCheck{Name: "p99 ack latency at 64 conns, ratio to baseline", Value: row.P99Ratio, Target: "<= 1.5", Met: row.P99Ratio > 0 && row.P99Ratio <= 1.5})
 	}
 	r.evaluateFilter(add)
+	r.evaluateBatch(add)
 	if e := r.E2E; e != nil {
 		add(targetCheck{Name: "end-to-end delivered events/s, ratio to baseline acks/s", Value: e.RatioBaseline, Target: ">= 0.25",
 			Met: e.RatioBaseline >= 0.25 && e.Delivered >= int(e.Distinct)})
@@ -328,6 +330,7 @@ func (r *report) print(w io.Writer) {
 			x.BaselineP99, x.HookwardenP99, x.P99Ratio, x.AvgBatch, x.BaselineCPU, x.HookwardenCPU, x.HookwardenRSS)
 	}
 	r.printFilter(w)
+	r.printBatch(w)
 	if e := r.E2E; e != nil {
 		fmt.Fprintf(w, "e2e: %d distinct events delivered in %.1fs from first send: %.0f events/s (%.2f of baseline); acks during it %.0f/s, p99 %.2f ms; max backlog %.0f; repeats %d\n",
 			e.Delivered, e.Seconds, e.EventsPerSec, e.RatioBaseline, e.Load.AcksPerSec, e.Load.P99, e.MaxPending, e.Repeats)
