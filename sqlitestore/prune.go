@@ -92,6 +92,12 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 	if err != nil {
 		return fmt.Errorf("prune unavailable_minutes: %w", err)
 	}
+	// The refusals (stats'), as hourly's.
+	err = s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM refusal_hours WHERE hour < ?)`,
+		`DELETE FROM refusal_hours WHERE hour < ?`, hourOf(res.ClaimCutoff))
+	if err != nil {
+		return fmt.Errorf("prune refusal_hours: %w", err)
+	}
 	return nil
 }
 
