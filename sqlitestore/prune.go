@@ -94,7 +94,7 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 	}
 	// The refusals (stats'), as hourly's.
 	err = s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM refusal_hours WHERE hour < ?)`,
-		`DELETE FROM refusal_hours WHERE hour < ?`, hourOf(res.ClaimCutoff))
+		`DELETE FROM refusal_hours WHERE hour < ?`, fmtTime(res.ClaimCutoff.UTC().Truncate(time.Hour)))
 	if err != nil {
 		return fmt.Errorf("prune refusal_hours: %w", err)
 	}

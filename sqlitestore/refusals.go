@@ -23,7 +23,7 @@ func (s *Store) CountRefusals(ctx context.Context, counts []hookwarden.RefusalCo
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO refusal_hours (source, hour, reason, n) VALUES (?, ?, ?, ?)
 				ON CONFLICT (source, hour, reason) DO UPDATE SET n = n + excluded.n`,
-				c.Source, hourOf(c.Hour), c.Reason, c.N); err != nil {
+				c.Source, fmtTime(c.Hour.Truncate(time.Hour)), c.Reason, c.N); err != nil {
 				return err
 			}
 		}
@@ -60,14 +60,12 @@ func refusals(ctx context.Context, q querier, since time.Time) ([]hookwarden.Ref
 			if err := rows.Scan(&c.Source, &h, &c.Reason, &c.N); err != nil {
 				return err
 			}
-			t, err := time.Parse(hourFormat, h)
-			if err != nil {
+			if err := parseInto(&c.Hour, h); err != nil {
 				return err
 			}
-			c.Hour = t
 			out = append(out, c)
 			return nil
-		}, hourOf(since))
+		}, fmtTime(since.UTC().Truncate(time.Hour)))
 	if err != nil {
 		return nil, fmt.Errorf("read refusals: %w", err)
 	}

@@ -10,7 +10,7 @@
 -- before the claims cutoff go with retention.claims, as hourly's.
 CREATE TABLE refusal_hours (
     source TEXT    NOT NULL,
-    hour   TEXT    NOT NULL, -- "2006-01-02T15", UTC
+    hour   TEXT    NOT NULL, -- the hour's start, the store's time format (storecopy copies it as a time)
     reason TEXT    NOT NULL, -- missing, malformed, mismatch, stale, replayed, too_large, too_slow, forbidden, unavailable
     n      INTEGER NOT NULL,
     PRIMARY KEY (source, hour, reason)
