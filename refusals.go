@@ -80,6 +80,9 @@ func (r *Refusals) field(reason string) *int {
 	return nil
 }
 
+// KnownRefusal says whether reason is one of the Refused constants.
+func KnownRefusal(reason string) bool { return new(Refusals).field(reason) != nil }
+
 // Add counts n refusals of reason; an unknown reason is dropped.
 func (r *Refusals) Add(reason string, n int) {
 	if p := r.field(reason); p != nil {

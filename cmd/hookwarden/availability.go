@@ -75,6 +75,9 @@ func (a *availability) refuse(source, reason string) {
 // Unauthorized counts a failed verification (401) by its reason.
 func (a *availability) Unauthorized(source, reason string) {
 	a.Observer.Unauthorized(source, reason)
+	if !hookwarden.KnownRefusal(reason) {
+		reason = hookwarden.RefusedMalformed // signature.Reason's "invalid": no check named it
+	}
 	a.refuse(source, reason)
 }
 

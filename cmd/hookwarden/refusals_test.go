@@ -127,6 +127,7 @@ func TestRefusalFloodIsOneWrite(t *testing.T) {
 		a.Request("std", "unauthorized", time.Millisecond)
 		a.Request("", "unavailable", time.Millisecond) // an unknown source
 	}
+	a.Unauthorized("std", "invalid") // no check named: counted as malformed, never a row stats cannot show
 	a.Request("std", "too_slow", time.Millisecond)
 	a.Handshake("std", "verify", receiver.HandshakeRefused)
 	log := &countingLog{answerLog: st}
@@ -141,7 +142,7 @@ func TestRefusalFloodIsOneWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(stats.Sources) != 1 || stats.Sources[0].Source != "std" ||
-		stats.Sources[0].Refused != (hookwarden.Refusals{Mismatch: 20_000, TooSlow: 1, Forbidden: 1}) {
+		stats.Sources[0].Refused != (hookwarden.Refusals{Mismatch: 20_000, Malformed: 1, TooSlow: 1, Forbidden: 1}) {
 		t.Fatalf("stats after the flood: %+v, want std's 20000 mismatches, a too_slow, a forbidden", stats.Sources)
 	}
 	if err := a.flush(ctx, log, false); err != nil || log.refusalWrites != 1 {
