@@ -202,6 +202,10 @@ type SourceStats struct {
 	Duplicates  int    `json:"duplicates"` // repeats of claimed events (divergent ones included)
 	Divergent   int    `json:"divergent"`  // repeats with different bytes
 	Quarantined int    `json:"quarantined"`
+	// Refused are the requests refused at the door (401 by reason, 413,
+	// 408, 403, 503) in the current hour and the 23 before it, from the
+	// store's counts (serve adds them every few seconds and at stop).
+	Refused Refusals `json:"refused_24h,omitzero"`
 	// LastReceivedAt is the last request of any kind; zero if none.
 	LastReceivedAt time.Time `json:"last_received_at,omitzero"`
 }
@@ -276,6 +280,7 @@ func WindowStart(now, since time.Time) (start, whole time.Time) {
 type StatsCounter struct {
 	Stats
 	src, dst map[string]int
+	given    int // the sources named at the start
 }
 
 // NewStatsCounter starts a Stats read at at.
@@ -284,6 +289,7 @@ func NewStatsCounter(at time.Time, sources, destinations []string) *StatsCounter
 	for _, n := range sources {
 		c.Source(n)
 	}
+	c.given = len(c.Sources)
 	for _, n := range destinations {
 		c.Destination(n)
 	}

@@ -25,6 +25,7 @@ type Store interface {
 	Health
 	BackfillLog
 	AvailabilityLog
+	RefusalLog
 
 	// Backup writes a consistent snapshot of the store to dest, a new file
 	// that the --db commands can open. It fails with an error wrapping

@@ -9,7 +9,7 @@ import (
 )
 
 // CountAvailability adds the receiver's answers of some minutes to
-// unavailable_minutes (schema 15); minutes without a 503 are not kept.
+// unavailable_minutes (schema 16); minutes without a 503 are not kept.
 func (s *Store) CountAvailability(ctx context.Context, counts []hookwarden.AvailabilityCount) error {
 	var sources []string
 	var minutes []time.Time

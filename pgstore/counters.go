@@ -55,6 +55,11 @@ ORDER BY 1`)
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		refused, err := refusals(ctx, tx, hookwarden.RefusalsSince(now.UTC()))
+		if err != nil {
+			return err
+		}
+		c.AddRefusals(refused)
 		st = c.Stats
 		for i := range st.Sources {
 			ss := &st.Sources[i]
@@ -161,6 +166,10 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 		// Late arrivals go with the claims too (sequence.go): a small table.
 		if _, err := tx.Exec(ctx, `DELETE FROM late_events WHERE received_at < $1`, res.ClaimCutoff); err != nil {
 			return fmt.Errorf("prune late_events: %w", err)
+		}
+		// The refusals (stats'), as hourly's.
+		if _, err := tx.Exec(ctx, `DELETE FROM refusal_hours WHERE hour < date_trunc('hour', $1::timestamptz, 'UTC')`, res.ClaimCutoff); err != nil {
+			return fmt.Errorf("prune refusal_hours: %w", err)
 		}
 		return nil
 	})

@@ -346,7 +346,7 @@ func TestMigration13CountsRecentMinutes(t *testing.T) {
 	clock = now.Add(-30 * time.Minute)
 	rec("e_hour", `{"n":2}`)
 	// Back to 12 (0013 and 0014 write the counting functions anew).
-	if _, err := s.Pool().Exec(ctx, `DROP TABLE seq_ranges, seq_epochs, late_events; DROP TABLE unavailable_minutes; DROP TABLE request_hours; DROP TABLE minutely; UPDATE schema_version SET version = 12`); err != nil {
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE refusal_hours; DROP TABLE seq_ranges, seq_epochs, late_events; DROP TABLE unavailable_minutes; DROP TABLE request_hours; DROP TABLE minutely; UPDATE schema_version SET version = 12`); err != nil {
 		t.Fatal(err)
 	}
 	clock = now
@@ -421,7 +421,7 @@ func TestMigration14RequestHours(t *testing.T) {
 		q.recordAt(receipt("gh", fmt.Sprint("g", i), `{}`), c.Now().Add(2*time.Second))
 	}
 	// Back to 13 (0014 writes the counting and folding functions anew).
-	if _, err := s.Pool().Exec(ctx, `DROP TABLE seq_ranges, seq_epochs, late_events; DROP TABLE unavailable_minutes; DROP TABLE request_hours; UPDATE schema_version SET version = 13`); err != nil {
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE refusal_hours; DROP TABLE seq_ranges, seq_epochs, late_events; DROP TABLE unavailable_minutes; DROP TABLE request_hours; UPDATE schema_version SET version = 13`); err != nil {
 		t.Fatal(err)
 	}
 	s = open(t, url, Options{Now: c.Now}) // migrates

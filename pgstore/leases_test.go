@@ -228,7 +228,7 @@ func TestJobLeasesMigration(t *testing.T) {
 	}
 	// Back to schema 11, as the store was before 0012 (and 13, 14): then three
 	// leases.
-	if _, err := s.Pool().Exec(ctx, `DROP TABLE seq_ranges, seq_epochs, late_events; DROP TABLE unavailable_minutes; DROP TABLE request_hours; DROP TABLE minutely; DROP TABLE job_leases; DROP TRIGGER job_leases_insert ON jobs;
+	if _, err := s.Pool().Exec(ctx, `DROP TABLE refusal_hours; DROP TABLE seq_ranges, seq_epochs, late_events; DROP TABLE unavailable_minutes; DROP TABLE request_hours; DROP TABLE minutely; DROP TABLE job_leases; DROP TRIGGER job_leases_insert ON jobs;
 		DROP TRIGGER job_leases_update ON jobs; DROP TRIGGER job_leases_delete ON jobs; DROP FUNCTION hw_job_lease();
 		UPDATE schema_version SET version = 11`); err != nil {
 		t.Fatal(err)

@@ -669,6 +669,7 @@ func schema18Filter(t *testing.T, path string) {
 		rows.Close()
 	}
 	for _, q := range []string{
+		`DROP TABLE IF EXISTS refusal_hours`,       // schema 23's
 		`DROP TABLE IF EXISTS unavailable_minutes`, // schema 21's
 		`DROP TRIGGER claims_filter_stale`, `DROP TABLE claims_filter_parts`, `DROP TABLE claims_filter`,
 		`CREATE TABLE claims_filter (id INTEGER PRIMARY KEY CHECK (id = 1), hash TEXT NOT NULL, size INTEGER NOT NULL,

@@ -97,6 +97,11 @@ func (s *Store) pruneHourly(ctx context.Context, opt hookwarden.PruneOptions, re
 		`DELETE FROM late_events WHERE received_at < ?`, cut); err != nil {
 		return fmt.Errorf("prune late_events: %w", err)
 	}
+	// The refusals (stats'), as hourly's.
+	if err := s.deleteSome(ctx, nil, `SELECT EXISTS (SELECT 1 FROM refusal_hours WHERE hour < ?)`,
+		`DELETE FROM refusal_hours WHERE hour < ?`, fmtTime(res.ClaimCutoff.UTC().Truncate(time.Hour))); err != nil {
+		return fmt.Errorf("prune refusal_hours: %w", err)
+	}
 	return nil
 }
 

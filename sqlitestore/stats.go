@@ -62,6 +62,11 @@ func (s *Store) Stats(ctx context.Context, sources, destinations []string) (hook
 			c.Add(name, kind, n, t)
 			return nil
 		})
+	if err == nil {
+		var refused []hookwarden.RefusalCount
+		refused, err = refusals(ctx, tx, hookwarden.RefusalsSince(st.At))
+		c.AddRefusals(refused)
+	}
 	st = c.Stats
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)

@@ -112,6 +112,7 @@ func Run(t *testing.T, h Harness) {
 		{"ListEvents", testListEvents},
 		{"ListEvents/Filters", testListFilters},
 		{"Stats", testStats},
+		{"Stats/Refusals", testStatsRefusals},
 		{"Counters/Honest", testCountersHonest},
 		{"Inspect/ShowEvent", testShowEvent},
 		{"Inspect/ShowBatchElement", testShowBatchElement},

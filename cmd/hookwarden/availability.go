@@ -1,10 +1,15 @@
 package main
 
 // The receiver's answers per source and minute, for gaps' windows of kind
-// "unavailable" (a receiver that answers 503 is down for that provider).
+// "unavailable" (a receiver that answers 503 is down for that provider), and
+// its refusals per source, reason and hour, for stats (a wrong secret must
+// show where an operator looks, after a restart too). Both are counted in
+// memory and added to the store every availabilityFlush: a flood of forged
+// requests is never a store write per request.
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -20,7 +25,21 @@ const (
 	// availabilityKeep bounds the minutes kept in memory while the store
 	// cannot be written (a full disk answers 503 too): the newest are kept.
 	availabilityKeep = 10_000
+	// refusalKeep bounds the refusal counts kept likewise (per source,
+	// reason and hour: known sources only, so far fewer in practice).
+	refusalKeep = 10_000
 )
+
+type refusalKey struct {
+	source, reason string
+	hour           time.Time
+}
+
+// answerLog is where serve adds its counts: the store.
+type answerLog interface {
+	hookwarden.AvailabilityLog
+	hookwarden.RefusalLog
+}
 
 type availKey struct {
 	source string
@@ -28,17 +47,39 @@ type availKey struct {
 }
 
 // availability wraps the receiver's observer (the metrics) and counts, per
-// source and minute, the requests and those answered 503.
+// source and minute, the requests and those answered 503, and per source,
+// reason and hour the refusals.
 type availability struct {
 	receiver.Observer
 	now func() time.Time
 
-	mu     sync.Mutex
-	counts map[availKey]*[2]int // requests, unavailable
+	mu      sync.Mutex
+	counts  map[availKey]*[2]int // requests, unavailable
+	refused map[refusalKey]int
 }
 
 func newAvailability(o receiver.Observer) *availability {
-	return &availability{Observer: o, now: time.Now, counts: map[availKey]*[2]int{}}
+	return &availability{Observer: o, now: time.Now, counts: map[availKey]*[2]int{}, refused: map[refusalKey]int{}}
+}
+
+// refuse counts one refusal of a known source.
+func (a *availability) refuse(source, reason string) {
+	if source == "" {
+		return // an unknown source: attacker-chosen, never a row
+	}
+	k := refusalKey{source, reason, a.now().UTC().Truncate(time.Hour)}
+	a.mu.Lock()
+	a.refused[k]++
+	a.mu.Unlock()
+}
+
+// Unauthorized counts a failed verification (401) by its reason.
+func (a *availability) Unauthorized(source, reason string) {
+	a.Observer.Unauthorized(source, reason)
+	if !hookwarden.KnownRefusal(reason) {
+		reason = hookwarden.RefusedMalformed // signature.Reason's "invalid": no check named it
+	}
+	a.refuse(source, reason)
 }
 
 func (a *availability) Request(source, outcome string, d time.Duration) {
@@ -58,6 +99,42 @@ func (a *availability) Request(source, outcome string, d time.Duration) {
 		c[1]++
 	}
 	a.mu.Unlock()
+	switch outcome {
+	case "too_large", "too_slow", "unavailable": // the 401s come by Unauthorized, with their reason
+		a.refuse(source, outcome)
+	}
+}
+
+// takeRefusals removes and returns every refusal count: an upsert adds
+// them, so the current hour goes too.
+func (a *availability) takeRefusals() []hookwarden.RefusalCount {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []hookwarden.RefusalCount
+	for k, n := range a.refused {
+		out = append(out, hookwarden.RefusalCount{Source: k.source, Hour: k.hour, Reason: k.reason, N: n})
+	}
+	clear(a.refused)
+	return out
+}
+
+// giveBackRefusals returns counts the store refused, to be added at the
+// next flush; beyond refusalKeep the oldest hours go.
+func (a *availability) giveBackRefusals(counts []hookwarden.RefusalCount) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range counts {
+		a.refused[refusalKey{c.Source, c.Reason, c.Hour}] += c.N
+	}
+	for len(a.refused) > refusalKeep {
+		var oldest refusalKey
+		for k := range a.refused {
+			if oldest.hour.IsZero() || k.hour.Before(oldest.hour) {
+				oldest = k
+			}
+		}
+		delete(a.refused, oldest)
+	}
 }
 
 // take removes and returns the minutes before the current one (all with
@@ -106,17 +183,23 @@ func (a *availability) giveBack(counts []hookwarden.AvailabilityCount) {
 	}
 }
 
-// flush adds the finished minutes (all, at stop) to the store.
-func (a *availability) flush(ctx context.Context, s hookwarden.AvailabilityLog, all bool) error {
-	counts := a.take(all)
-	if len(counts) == 0 {
-		return nil
+// flush adds the finished minutes (all, at stop) and the refusals to the
+// store.
+func (a *availability) flush(ctx context.Context, s answerLog, all bool) error {
+	var errs []error
+	if counts := a.take(all); len(counts) > 0 {
+		if err := s.CountAvailability(ctx, counts); err != nil {
+			a.giveBack(counts)
+			errs = append(errs, err)
+		}
 	}
-	if err := s.CountAvailability(ctx, counts); err != nil {
-		a.giveBack(counts)
-		return err
+	if counts := a.takeRefusals(); len(counts) > 0 {
+		if err := s.CountRefusals(ctx, counts); err != nil {
+			a.giveBackRefusals(counts)
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // availabilityLoop flushes the receiver's 503 minutes every
@@ -131,7 +214,7 @@ func (a *App) availabilityLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			if err := a.avail.flush(ctx, a.Store, false); err != nil && ctx.Err() == nil {
-				a.log.Warn("cannot record the minutes answered 503 yet", "err", err)
+				a.log.Warn("cannot record the minutes answered 503 and the refusals yet", "err", err)
 			}
 		}
 	}
@@ -142,6 +225,10 @@ func (a *App) availabilityLoop(ctx context.Context) {
 func (a *availability) Handshake(source, kind, outcome string) {
 	if h, ok := a.Observer.(receiver.HandshakeObserver); ok {
 		h.Handshake(source, kind, outcome)
+	}
+	// A wrong verify_token (Meta's) is answered 403: a wrong secret too.
+	if kind == "verify" && outcome == receiver.HandshakeRefused {
+		a.refuse(source, hookwarden.RefusedForbidden)
 	}
 }
 

@@ -475,6 +475,11 @@ func TestMigrateStoreRoundTrip(t *testing.T) {
 	c.start()
 	sendEvents(t, c, "mv", 5)
 	waitFor(t, "deliveries", func() bool { return d.n.Load() >= 5 })
+	// A refusal: its hour's count (refusal_hours) moves too.
+	if got := do(t, signed(t, "http://"+c.hook+"/hooks/std", "mv_bad", []byte(`{"type":"t","id":"mv_bad"}`), time.Now(),
+		"whsec_d3JvbmctY29tcGxldGVseS13cm9uZw==")); got.Code != 401 {
+		t.Fatalf("a wrong secret: %+v, want 401", got)
+	}
 
 	url := pgtest.Database(t)
 	// The cluster trusts the socket; the password is there to be hidden.
@@ -507,8 +512,8 @@ func TestMigrateStoreRoundTrip(t *testing.T) {
 	// The counts the stores keep (counters, hourly) must come out equal:
 	// stats and the chart read them, not the rows.
 	code, sqliteStats, stderr := runBin(t, "stats", "--json", "--config", c.cfg)
-	if code != 0 {
-		t.Fatalf("stats on the SQLite file: exit %d\n%s", code, stderr)
+	if code != 0 || !strings.Contains(sqliteStats, `"refused_24h":{"mismatch":1}`) {
+		t.Fatalf("stats on the SQLite file: exit %d\n%s%s\nwant std's refusal", code, sqliteStats, stderr)
 	}
 	sqliteHours := hourlySums(t, r2sqlite(t, live))
 

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/hookwarden/hookwarden"
 	"io"
+	"strings"
+
+	"github.com/hookwarden/hookwarden"
 
 	"github.com/spf13/cobra"
 )
@@ -12,7 +14,7 @@ func newStatsCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Counts per source and destination: accepted, duplicates, pending, delivered, dead, oldest pending age",
+		Short: "Counts per source and destination: accepted, duplicates, refused in the last 24 h by reason, pending, delivered, dead, oldest pending age",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -62,10 +64,10 @@ func writeStatsJSON(w io.Writer, st hookwarden.Stats) error {
 
 func printStats(w io.Writer, st hookwarden.Stats) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "SOURCE\tACCEPTED\tDUPLICATES\tDIVERGENT\tQUARANTINED\tLAST REQUEST (UTC)")
+	fmt.Fprintln(tw, "SOURCE\tACCEPTED\tDUPLICATES\tDIVERGENT\tQUARANTINED\tLAST REQUEST (UTC)\tREFUSED (24 H)")
 	for _, s := range st.Sources {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", s.Source, s.Accepted, s.Duplicates, s.Divergent, s.Quarantined,
-			fmtUTC(s.LastReceivedAt))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Source, s.Accepted, s.Duplicates, s.Divergent, s.Quarantined,
+			fmtUTC(s.LastReceivedAt), fmtRefused(s.Refused))
 	}
 	if len(st.Sources) == 0 {
 		fmt.Fprintln(tw, "(none)")
@@ -85,4 +87,15 @@ func printStats(w io.Writer, st hookwarden.Stats) {
 		fmt.Fprintln(tw, "(none)")
 	}
 	tw.Flush()
+}
+
+// fmtRefused is a source's refusals by reason, "mismatch 3, stale 1", or
+// "-" when none.
+func fmtRefused(r hookwarden.Refusals) string {
+	var parts []string
+	r.Each(func(reason string, n int) { parts = append(parts, fmt.Sprintf("%s %d", reason, n)) })
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }

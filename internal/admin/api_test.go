@@ -259,12 +259,20 @@ func TestAPIGapsAndStats(t *testing.T) {
 		hookwarden.Stats
 		Hourly map[string][]hookwarden.HourCount `json:"hourly"`
 	}
+	// serve's flush of two refusals: /api/stats shows them by reason.
+	if err := f.store.CountRefusals(context.Background(), []hookwarden.RefusalCount{
+		{Source: "std", Hour: time.Now(), Reason: hookwarden.RefusedMismatch, N: 2}}); err != nil {
+		t.Fatal(err)
+	}
 	if code := f.call("GET", "/api/stats", testToken, "", &st); code != 200 {
 		t.Fatalf("stats: %d", code)
 	}
 	if len(st.Sources) != 1 || st.Sources[0].Accepted != 5 || len(st.Destinations) != 1 ||
 		st.Destinations[0].Pending != 4 || st.Destinations[0].Dead != 1 {
 		t.Fatalf("stats: %+v", st)
+	}
+	if st.Sources[0].Refused != (hookwarden.Refusals{Mismatch: 2}) {
+		t.Fatalf("stats' refused_24h: %+v, want 2 mismatches", st.Sources[0].Refused)
 	}
 	// The five events were recorded this hour (or, across an hour's turn,
 	// the last one): the series says so.
