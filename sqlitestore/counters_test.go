@@ -413,7 +413,7 @@ func execRaw(t *testing.T, path string, qs ...string) {
 // claim levels, no kept claims filter.
 func schema14(t *testing.T) []string {
 	return []string{
-		`DROP TABLE refusal_hours`,                              // schema 23's
+		`DROP TABLE refusal_hours`,                                                 // schema 23's
 		`DROP TABLE seq_ranges`, `DROP TABLE seq_epochs`, `DROP TABLE late_events`, // schema 22's
 		`DROP TABLE unavailable_minutes`,                        // schema 21's
 		`ALTER TABLE events DROP COLUMN derived`,                // schema 20's
