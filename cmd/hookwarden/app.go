@@ -307,7 +307,7 @@ func (a *App) Stop(ctx context.Context) error {
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	// The receiver is shut: every answer is counted, the current minute's too.
-	if err := a.avail.flush(final, a.Store, true); a.avail != nil && err != nil {
+	if err := a.avail.flush(final, a.Store, true); err != nil {
 		errs = append(errs, err)
 	}
 	if err := a.Store.StopRun(final, a.runID); err != nil {
