@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -409,7 +410,11 @@ func Run(m *testing.M) int {
 	shared.Unlock()
 	if code == 0 {
 		// Every goroutine a test starts ends with it (the cluster's
-		// connections included).
+		// connections included). Idle keep-alive connections of the
+		// default HTTP client are a pool, not a leak: closed first.
+		if t, ok := http.DefaultTransport.(*http.Transport); ok {
+			t.CloseIdleConnections()
+		}
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
