@@ -115,8 +115,13 @@ func TestMetaThroughTheBinary(t *testing.T) {
 	if resp.StatusCode != 403 || strings.Contains(string(b), "1158201444") {
 		t.Fatalf("wrong token: %d %q, want 403 without the challenge", resp.StatusCode, b)
 	}
-	if resp, err := http.Get("http://" + hook + "/hooks/std"); err != nil || resp.StatusCode != 405 {
-		t.Fatalf("GET on std: %v %v, want 405", resp.StatusCode, err)
+	resp, err = http.Get("http://" + hook + "/hooks/std")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 {
+		t.Fatalf("GET on std: %d, want 405", resp.StatusCode)
 	}
 	if v := scrape(t, adm, `hookwarden_handshakes_total{kind="verify",outcome="answered",source="wa"}`); v != 1 {
 		t.Errorf("handshakes answered: %v, want 1", v)
