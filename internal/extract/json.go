@@ -282,3 +282,14 @@ func SplitJSONArray(body []byte) ([][]byte, error) {
 	}
 	return nil, errors.New("extract: body is not a JSON array") // unreachable for valid JSON
 }
+
+// The raw scanners, shared with package batch, which cuts a platform's
+// request into its events by the same byte offsets. Both walk a document
+// json.Valid has accepted; on a surprise they report -1, never panic.
+
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
+
+// ValueEnd returns the index just past the JSON value starting at b[i], or -1.
+func ValueEnd(b []byte, i int) int { return valueEnd(b, i) }
