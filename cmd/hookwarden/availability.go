@@ -205,19 +205,11 @@ func (a *availability) flush(ctx context.Context, s answerLog, all bool) error {
 // availabilityLoop flushes the receiver's 503 minutes every
 // availabilityFlush; Stop flushes the rest.
 func (a *App) availabilityLoop(ctx context.Context) {
-	defer a.wg.Done()
-	t := time.NewTicker(availabilityFlush)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := a.avail.flush(ctx, a.Store, false); err != nil && ctx.Err() == nil {
-				a.log.Warn("cannot record the minutes answered 503 and the refusals yet", "err", err)
-			}
+	a.every(ctx, availabilityFlush, func() {
+		if err := a.avail.flush(ctx, a.Store, false); err != nil && ctx.Err() == nil {
+			a.log.Warn("cannot record the minutes answered 503 and the refusals yet", "err", err)
 		}
-	}
+	})
 }
 
 // Handshake passes the door's handshakes on to the metrics: the wrapper must

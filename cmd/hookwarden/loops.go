@@ -32,20 +32,28 @@ const (
 
 // heartbeat records liveness so `gaps` can find outage windows.
 func (a *App) heartbeat(ctx context.Context) {
+	a.every(ctx, heartbeatEvery, func() {
+		if err := a.Store.Heartbeat(ctx, a.runID); err != nil && ctx.Err() == nil {
+			a.log.Warn("heartbeat not recorded", "err", err)
+		}
+		if a.countInstances != nil {
+			a.countInstances(ctx)
+		}
+	})
+}
+
+// every runs f each period until ctx ends; it is one of the App's
+// goroutines (a.wg), started with a.wg.Add(1).
+func (a *App) every(ctx context.Context, period time.Duration, f func()) {
 	defer a.wg.Done()
-	t := time.NewTicker(heartbeatEvery)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.Store.Heartbeat(ctx, a.runID); err != nil && ctx.Err() == nil {
-				a.log.Warn("heartbeat not recorded", "err", err)
-			}
-			if a.countInstances != nil {
-				a.countInstances(ctx)
-			}
+			f()
 		}
 	}
 }
@@ -98,15 +106,7 @@ const plannerStatsEvery = 10 * time.Second
 // plannerStatsLoop keeps the planner's picture of the queue current, so
 // that a backlog that grew since the last ANALYZE is not planned as empty.
 func (a *App) plannerStatsLoop(ctx context.Context, k plannerStatsKeeper) {
-	defer a.wg.Done()
-	t := time.NewTicker(plannerStatsEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	a.every(ctx, plannerStatsEvery, func() {
 		start := time.Now()
 		analyzed, stats, err := k.KeepPlannerStats(ctx)
 		switch {
@@ -121,7 +121,7 @@ func (a *App) plannerStatsLoop(ctx context.Context, k plannerStatsKeeper) {
 			}
 			a.log.Info("jobs analyzed: the planner's estimates were far from the counts", args...)
 		}
-	}
+	})
 }
 
 // outboxLoop refreshes the outbox gauges' snapshot every outboxRefresh.
