@@ -62,24 +62,7 @@ func startActivated(t *testing.T, cfgPath string, socks *heldSockets, env ...str
 	p.cmd = exec.Command("/bin/sh", "-c", `export LISTEN_PID=$$; exec "$0" "$@"`, binPath, "serve", "--config", cfgPath)
 	p.cmd.Env = append(os.Environ(), append([]string{"LISTEN_FDS=2", "LISTEN_FDNAMES=receiver:admin"}, env...)...)
 	p.cmd.ExtraFiles = socks.files
-	p.cmd.Stdout = io.Discard
-	if testing.Verbose() {
-		p.cmd.Stderr = io.MultiWriter(p.log, os.Stderr)
-	} else {
-		p.cmd.Stderr = p.log
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exitErr = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
+	p.start()
 	ready := make(chan error, 1)
 	go func() {
 		// Connects into the held socket's backlog: answered once serve accepts.

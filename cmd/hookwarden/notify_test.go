@@ -98,11 +98,10 @@ func serveFiles(t *testing.T, extra string) (app *sink, cfg, db, hook, adm strin
 	return app, cfg, db, hook, adm
 }
 
-func startServe(t *testing.T, cfgPath, hook, adm string, env ...string) *serveProc {
-	t.Helper()
-	p := &serveProc{t: t, log: &syncBuffer{}, hook: hook, adm: adm, exited: make(chan struct{})}
-	p.cmd = exec.Command(binPath, "serve", "--config", cfgPath)
-	p.cmd.Env = append(os.Environ(), env...)
+// start runs p.cmd with its log captured and kills it, if still running,
+// when the test ends.
+func (p *serveProc) start() {
+	p.t.Helper()
 	p.cmd.Stdout = io.Discard
 	if testing.Verbose() {
 		p.cmd.Stderr = io.MultiWriter(p.log, os.Stderr)
@@ -110,10 +109,10 @@ func startServe(t *testing.T, cfgPath, hook, adm string, env ...string) *servePr
 		p.cmd.Stderr = p.log
 	}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
 	go func() { p.exitErr = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
+	p.t.Cleanup(func() {
 		select {
 		case <-p.exited:
 		default:
@@ -121,6 +120,14 @@ func startServe(t *testing.T, cfgPath, hook, adm string, env ...string) *servePr
 			<-p.exited
 		}
 	})
+}
+
+func startServe(t *testing.T, cfgPath, hook, adm string, env ...string) *serveProc {
+	t.Helper()
+	p := &serveProc{t: t, log: &syncBuffer{}, hook: hook, adm: adm, exited: make(chan struct{})}
+	p.cmd = exec.Command(binPath, "serve", "--config", cfgPath)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.start()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := http.Get("http://" + adm + "/readyz")
